@@ -1,0 +1,282 @@
+//! Real `redis-server` processes for latchkey's tests, demos and benchmarks.
+//!
+//! Each [`RedisServer`] runs in its own temp dir on a free loopback port, with no
+//! persistence, and is killed when dropped. It can be paused (SIGSTOP), resumed,
+//! killed with SIGKILL and restarted empty on the same port, so tests exercise real
+//! failures instead of mocks.
+//!
+//! ```no_run
+//! let server = latchkey_testkit::RedisServer::start()?;
+//! println!("redis at {}", server.url());
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+pub mod worker;
+
+use std::io::{self, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// Overrides the `redis-server` binary found on the PATH.
+pub const SERVER_BINARY_VAR: &str = "LATCHKEY_REDIS_SERVER";
+
+/// How long a starting server may take to answer PING.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Attempts at finding a port nobody else grabbed between our probe and the bind.
+const PORT_ATTEMPTS: usize = 10;
+
+/// An ACL user to create on the server.
+#[derive(Clone, Debug)]
+pub struct AclUser {
+    /// The user name.
+    pub name: String,
+    /// Its password.
+    pub password: String,
+    /// ACL rules after the password, e.g. `~* &* +@all`.
+    pub rules: String,
+}
+
+/// Options for a server; start it with [`ServerBuilder::start`].
+///
+/// ```no_run
+/// let server = latchkey_testkit::RedisServer::builder().password("s3cret").start()?;
+/// assert!(server.url().contains(":s3cret@"));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ServerBuilder {
+    password: Option<String>,
+    users: Vec<AclUser>,
+}
+
+impl ServerBuilder {
+    /// Require this password for the `default` user.
+    pub fn password(mut self, password: &str) -> Self {
+        self.password = Some(password.to_owned());
+        self
+    }
+
+    /// Add an ACL user, e.g. `user("app", "pw", "~app:* ~{app:* +@all")`.
+    pub fn user(mut self, name: &str, password: &str, rules: &str) -> Self {
+        self.users.push(AclUser {
+            name: name.to_owned(),
+            password: password.to_owned(),
+            rules: rules.to_owned(),
+        });
+        self
+    }
+
+    /// Starts the server on a free loopback port and waits until it answers.
+    pub fn start(self) -> io::Result<RedisServer> {
+        let dir = tempfile::Builder::new().prefix("latchkey-redis-").tempdir()?;
+        let mut last_error = io::Error::other("no port tried");
+        for _ in 0..PORT_ATTEMPTS {
+            let mut server = RedisServer {
+                port: free_port()?,
+                dir: dir.path().to_path_buf(),
+                _dir: None,
+                child: None,
+                options: self.clone(),
+            };
+            match server.spawn() {
+                Ok(()) => {
+                    server._dir = Some(dir);
+                    return Ok(server);
+                }
+                Err(e) => last_error = e,
+            }
+        }
+        Err(last_error)
+    }
+}
+
+/// A running `redis-server`, killed on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    dir: PathBuf,
+    // Keeps the temp dir alive as long as the server; removed on drop.
+    _dir: Option<tempfile::TempDir>,
+    child: Option<Child>,
+    options: ServerBuilder,
+}
+
+impl RedisServer {
+    /// Starts a server with no password.
+    pub fn start() -> io::Result<Self> {
+        ServerBuilder::default().start()
+    }
+
+    /// Options for a server with a password or ACL users.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    /// The loopback port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// `redis://127.0.0.1:PORT`, with the default user's password if one is set.
+    pub fn url(&self) -> String {
+        match &self.options.password {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// The URL for an ACL user.
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        format!("redis://{user}:{password}@127.0.0.1:{}", self.port)
+    }
+
+    /// A synchronous admin connection, for setting up and checking state.
+    pub fn connection(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(5))
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open, nothing is answered.
+    pub fn pause(&self) -> io::Result<()> {
+        self.signal(Signal::SIGSTOP)
+    }
+
+    /// Thaws a paused server (SIGCONT).
+    pub fn resume(&self) -> io::Result<()> {
+        self.signal(Signal::SIGCONT)
+    }
+
+    /// Kills the server with SIGKILL; everything it held is gone.
+    pub fn kill(&mut self) -> io::Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        // SIGKILL works on a stopped process too.
+        child.kill()?;
+        child.wait()?;
+        Ok(())
+    }
+
+    /// Kills the server if it runs and starts a new, empty one on the same port.
+    pub fn restart(&mut self) -> io::Result<()> {
+        self.kill()?;
+        self.spawn()
+    }
+
+    fn signal(&self, signal: Signal) -> io::Result<()> {
+        let pid = self.pid().ok_or_else(|| io::Error::other("server is not running"))?;
+        let pid = i32::try_from(pid).map_err(io::Error::other)?;
+        kill(Pid::from_raw(pid), signal).map_err(io::Error::from)
+    }
+
+    fn spawn(&mut self) -> io::Result<()> {
+        let config = self.write_config()?;
+        let child = Command::new(server_binary())
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot run redis-server ({e}); install it with `apt-get install -y redis-server`"),
+                )
+            })?;
+        self.child = Some(child);
+        self.wait_ready().inspect_err(|_| {
+            let _ = self.kill();
+        })
+    }
+
+    fn write_config(&self) -> io::Result<PathBuf> {
+        let path = self.dir.join("redis.conf");
+        let mut file = std::fs::File::create(&path)?;
+        writeln!(file, "port {}", self.port)?;
+        writeln!(file, "bind 127.0.0.1")?;
+        writeln!(file, "save \"\"")?;
+        writeln!(file, "appendonly no")?;
+        writeln!(file, "daemonize no")?;
+        writeln!(file, "protected-mode no")?;
+        writeln!(file, "dir {}", self.dir.display())?;
+        writeln!(file, "logfile {}", self.dir.join("redis.log").display())?;
+        if let Some(password) = &self.options.password {
+            writeln!(file, "requirepass {password}")?;
+        }
+        for user in &self.options.users {
+            writeln!(file, "user {} on >{} {}", user.name, user.password, user.rules)?;
+        }
+        Ok(path)
+    }
+
+    fn wait_ready(&mut self) -> io::Result<()> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                return Err(io::Error::other(format!(
+                    "redis-server exited with {status} (port {} taken?); log: {}",
+                    self.port,
+                    self.log_tail()
+                )));
+            }
+            if self.answers_ping() {
+                return Ok(());
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                return Err(io::Error::other(format!(
+                    "redis-server on port {} did not answer within {READY_TIMEOUT:?}",
+                    self.port
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn answers_ping(&self) -> bool {
+        let Ok(mut conn) = self.connection() else {
+            return false;
+        };
+        redis::cmd("PING").query::<String>(&mut conn).is_ok()
+    }
+
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().rev().take(3).collect();
+        lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.kill();
+    }
+}
+
+/// Whether a `redis-server` binary can be run here.
+pub fn server_available() -> bool {
+    Command::new(server_binary())
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn server_binary() -> PathBuf {
+    std::env::var_os(SERVER_BINARY_VAR)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("redis-server"))
+}
+
+fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}

@@ -1,0 +1,200 @@
+//! A synchronous API for code without an async runtime, like `reqwest::blocking`.
+//!
+//! Each [`Client`] runs a small tokio runtime (one worker thread) and blocks the
+//! calling thread on it. Do not call these from inside an async runtime: they return
+//! [`Error::InvalidArgument`] there instead of deadlocking or panicking.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! let client = latchkey::blocking::Client::open("redis://127.0.0.1:6379")?;
+//! let guard = client.mutex("nightly")?.lock_timeout(Duration::from_secs(5))?;
+//! println!("fence {}", guard.fence());
+//! guard.release()?;
+//! # Ok::<(), latchkey::Error>(())
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::{Handle, Runtime};
+
+use crate::error::{Error, Result};
+use crate::key::LockKey;
+
+/// Blocking twin of [`crate::Client`].
+///
+/// ```no_run
+/// let client = latchkey::blocking::Client::open("redis://127.0.0.1:6379")?.with_prefix("app:")?;
+/// # Ok::<(), latchkey::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Client {
+    inner: crate::Client,
+    runtime: Arc<Runtime>,
+}
+
+impl Client {
+    /// Connects to one Redis server by URL.
+    pub fn open(url: &str) -> Result<Self> {
+        let runtime = Arc::new(start_runtime()?);
+        let inner = block_on(&runtime, crate::Client::open(url))??;
+        Ok(Client { inner, runtime })
+    }
+
+    /// The same client with every lock name prefixed by `prefix`.
+    pub fn with_prefix(mut self, prefix: &str) -> Result<Self> {
+        self.inner = self.inner.with_prefix(prefix)?;
+        Ok(self)
+    }
+
+    /// A handle to the lock called `name`.
+    pub fn mutex(&self, name: &str) -> Result<Mutex> {
+        Ok(Mutex {
+            inner: self.inner.mutex(name)?,
+            runtime: self.runtime.clone(),
+        })
+    }
+}
+
+/// Blocking twin of [`crate::Mutex`].
+///
+/// ```no_run
+/// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+/// let mutex = client.mutex("cart:1")?.with_ttl(std::time::Duration::from_secs(5))?;
+/// let guard = mutex.try_lock()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Mutex {
+    inner: crate::Mutex,
+    runtime: Arc<Runtime>,
+}
+
+impl Mutex {
+    /// The same lock with another lease length.
+    pub fn with_ttl(mut self, ttl: Duration) -> Result<Self> {
+        self.inner = self.inner.with_ttl(ttl)?;
+        Ok(self)
+    }
+
+    /// The lock's Redis key.
+    pub fn key(&self) -> &LockKey {
+        self.inner.key()
+    }
+
+    /// Takes the lock if it is free; [`Error::Busy`] if not.
+    pub fn try_lock(&self) -> Result<MutexGuard> {
+        self.guard(block_on(&self.runtime, self.inner.try_lock())?)
+    }
+
+    /// Blocks until the lock is ours.
+    pub fn lock(&self) -> Result<MutexGuard> {
+        self.guard(block_on(&self.runtime, self.inner.lock())?)
+    }
+
+    /// Blocks at most `wait` for the lock.
+    pub fn lock_timeout(&self, wait: Duration) -> Result<MutexGuard> {
+        self.guard(block_on(&self.runtime, self.inner.lock_timeout(wait))?)
+    }
+
+    /// Whether anybody holds the lock right now.
+    pub fn is_locked(&self) -> Result<bool> {
+        block_on(&self.runtime, self.inner.is_locked())?
+    }
+
+    fn guard(&self, taken: Result<crate::MutexGuard>) -> Result<MutexGuard> {
+        Ok(MutexGuard {
+            inner: Some(taken?),
+            runtime: self.runtime.clone(),
+        })
+    }
+}
+
+/// Blocking twin of [`crate::MutexGuard`]. Dropping it releases the lock before
+/// the drop returns.
+///
+/// ```no_run
+/// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
+/// let mut guard = mutex.lock()?;
+/// guard.extend(std::time::Duration::from_secs(30))?;
+/// assert!(guard.release()?);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct MutexGuard {
+    // Always `Some` until `release` or `drop` takes it.
+    inner: Option<crate::MutexGuard>,
+    runtime: Arc<Runtime>,
+}
+
+impl MutexGuard {
+    /// The fencing token (see [`crate::MutexGuard::fence`]).
+    pub fn fence(&self) -> u64 {
+        self.inner.as_ref().map_or(0, crate::MutexGuard::fence)
+    }
+
+    /// How much longer the lease surely lasts, by our clock.
+    pub fn validity(&self) -> Duration {
+        self.inner
+            .as_ref()
+            .map_or(Duration::ZERO, crate::MutexGuard::validity)
+    }
+
+    /// Resets the lease to `ttl`; [`Error::LeaseLost`] if the lock is gone.
+    pub fn extend(&mut self, ttl: Duration) -> Result<()> {
+        let guard = self.inner.as_mut().ok_or_else(released)?;
+        block_on(&self.runtime, guard.extend(ttl))?
+    }
+
+    /// Asks Redis whether the lock is still ours.
+    pub fn is_held(&self) -> Result<bool> {
+        let guard = self.inner.as_ref().ok_or_else(released)?;
+        block_on(&self.runtime, guard.is_held())?
+    }
+
+    /// Frees the lock; `Ok(true)` when it was still ours.
+    pub fn release(mut self) -> Result<bool> {
+        let guard = self.inner.take().ok_or_else(released)?;
+        block_on(&self.runtime, guard.release())?
+    }
+}
+
+impl Drop for MutexGuard {
+    fn drop(&mut self) {
+        let Some(guard) = self.inner.take() else {
+            return;
+        };
+        // Inside an async runtime we may not block: the async guard's own drop then
+        // releases in the background instead.
+        if let Ok(Err(error)) = block_on(&self.runtime, guard.release()) {
+            tracing::warn!(%error, "could not release a dropped lock; it frees itself when its lease ends");
+        }
+    }
+}
+
+fn start_runtime() -> Result<Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("latchkey-blocking")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::InvalidArgument(format!("could not start latchkey's runtime: {e}")))
+}
+
+/// Runs `future` on `runtime`, refusing (instead of panicking) inside another runtime.
+fn block_on<F: Future>(runtime: &Runtime, future: F) -> Result<F::Output> {
+    if Handle::try_current().is_ok() {
+        return Err(Error::InvalidArgument(
+            "latchkey::blocking was called from inside an async runtime; use the async API there"
+                .to_owned(),
+        ));
+    }
+    Ok(runtime.block_on(future))
+}
+
+fn released() -> Error {
+    Error::InvalidArgument("the guard was already released".to_owned())
+}

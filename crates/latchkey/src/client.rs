@@ -1,0 +1,107 @@
+//! The entry point: a connection (or store) plus a key prefix.
+
+use crate::error::Result;
+use crate::key::{LockKey, Prefix};
+use crate::lock::Mutex;
+use crate::store::{Connection, LockStore, SingleNode};
+
+/// Hands out locks on one store, all under one key prefix. Cheap to clone: clones
+/// share the connection.
+///
+/// ```no_run
+/// # async fn demo() -> latchkey::Result<()> {
+/// let client = latchkey::Client::open("redis://127.0.0.1:6379").await?.with_prefix("myapp:")?;
+/// let guard = client.mutex("invoice:7")?.try_lock().await?; // key "myapp:invoice:7"
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Client<S = SingleNode> {
+    store: S,
+    prefix: Prefix,
+}
+
+impl Client<SingleNode> {
+    /// Connects to one Redis server by URL (`redis://`, `rediss://`, `redis+unix://`).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let client = latchkey::Client::open("redis://app:secret@127.0.0.1:6379/0").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open(url: &str) -> Result<Self> {
+        Ok(Client::with_store(SingleNode::open(url).await?))
+    }
+
+    /// Connects through a redis-rs client the application already configured.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let client = latchkey::Client::from_redis_client(redis).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn from_redis_client(client: redis::Client) -> Result<Self> {
+        Ok(Client::with_store(SingleNode::from_client(client).await?))
+    }
+
+    /// Shares a connection the application already has (a `ConnectionManager` or a
+    /// `MultiplexedConnection`).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let shared = redis.get_connection_manager().await?;
+    /// let client = latchkey::Client::from_connection(shared.clone());
+    /// # Ok(()) }
+    /// ```
+    pub fn from_connection(conn: impl Into<Connection>) -> Self {
+        Client::with_store(SingleNode::from_connection(conn))
+    }
+}
+
+impl<S: LockStore> Client<S> {
+    /// A client on any [`LockStore`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let store = latchkey::store::SingleNode::open("redis://127.0.0.1:6379").await?;
+    /// let client = latchkey::Client::with_store(store);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_store(store: S) -> Self {
+        Client {
+            store,
+            prefix: Prefix::default(),
+        }
+    }
+
+    /// The same client with every lock name prefixed by `prefix` (see [`Prefix`] for
+    /// what a prefix may contain).
+    pub fn with_prefix(mut self, prefix: &str) -> Result<Self> {
+        self.prefix = Prefix::new(prefix)?;
+        Ok(self)
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &Prefix {
+        &self.prefix
+    }
+
+    /// The store locks are taken on.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// A handle to the lock called `name` (key: prefix + name). Nothing is sent to
+    /// Redis until the lock is taken. Errors only for an invalid name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let mutex = client.mutex("deploy")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn mutex(&self, name: &str) -> Result<Mutex<S>> {
+        let key = LockKey::new(&self.prefix, name)?;
+        Ok(Mutex::new(self.store.clone(), key))
+    }
+}

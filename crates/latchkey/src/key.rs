@@ -1,0 +1,216 @@
+//! Lock names, prefixes and the Redis keys they map to.
+//!
+//! A lock named `N` under prefix `P` lives at the key `K = P + N`, a plain string that
+//! holds the owner token. Its companion keys (today the fencing counter) are
+//! `tagged(K) + ":lk:" + kind`, where `tagged(K)` is `K` itself when `K` already has a
+//! non-empty hash tag `{…}`, and `{K}` otherwise. So companions always sit in `K`'s
+//! hash slot (Redis Cluster can run the lock's scripts), never equal `K`, and differ
+//! for every lock even when several locks share a hash tag.
+
+use crate::error::{Error, Result};
+
+/// Longest lock name accepted, in bytes.
+const MAX_NAME_LEN: usize = 1024;
+/// Longest prefix accepted, in bytes.
+const MAX_PREFIX_LEN: usize = 256;
+/// Suffixes of companion keys; a lock name may not end with one.
+const COMPANION_KINDS: [&str; 1] = ["fence"];
+
+/// A validated key prefix, prepended to every lock name of a client.
+///
+/// A prefix may be empty. It may not contain `{` or `}` (that would move every lock
+/// to another hash slot), white space or control characters.
+///
+/// ```
+/// use latchkey::Prefix;
+///
+/// assert_eq!(Prefix::new("myapp:locks:")?.as_str(), "myapp:locks:");
+/// assert!(Prefix::new("my{app}").is_err());
+/// # Ok::<(), latchkey::Error>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Prefix(String);
+
+impl Prefix {
+    /// Checks `prefix` and wraps it.
+    pub fn new(prefix: &str) -> Result<Self> {
+        if prefix.len() > MAX_PREFIX_LEN {
+            return invalid(format!(
+                "prefix is {} bytes long; the limit is {MAX_PREFIX_LEN}",
+                prefix.len()
+            ));
+        }
+        if let Some(c) = prefix
+            .chars()
+            .find(|c| matches!(c, '{' | '}') || c.is_whitespace() || c.is_control())
+        {
+            return invalid(format!(
+                "prefix {prefix:?} contains {c:?}; braces, white space and control characters are not allowed"
+            ));
+        }
+        Ok(Prefix(prefix.to_owned()))
+    }
+
+    /// The prefix text.
+    ///
+    /// ```
+    /// assert_eq!(latchkey::Prefix::default().as_str(), "");
+    /// ```
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The Redis keys of one lock: the lock key and its companions.
+///
+/// ```
+/// use latchkey::{LockKey, Prefix};
+///
+/// let key = LockKey::new(&Prefix::new("app:")?, "nightly-report")?;
+/// assert_eq!(key.as_str(), "app:nightly-report");
+/// assert!(LockKey::new(&Prefix::default(), "").is_err());
+/// # Ok::<(), latchkey::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockKey {
+    key: String,
+    fence: String,
+}
+
+impl LockKey {
+    /// Validates `name` and builds the keys of the lock `prefix + name`.
+    pub fn new(prefix: &Prefix, name: &str) -> Result<Self> {
+        validate_name(name)?;
+        let key = format!("{}{name}", prefix.as_str());
+        let tagged = tagged(&key)?;
+        Ok(LockKey {
+            fence: companion(&tagged, "fence"),
+            key,
+        })
+    }
+
+    /// The lock key: a string holding the owner token, with a PX expiry.
+    pub fn as_str(&self) -> &str {
+        &self.key
+    }
+
+    /// The key of the lock's fencing counter.
+    pub(crate) fn fence(&self) -> &str {
+        &self.fence
+    }
+}
+
+impl std::fmt::Display for LockKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.key)
+    }
+}
+
+fn validate_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return invalid("lock name is empty".to_owned());
+    }
+    if name.len() > MAX_NAME_LEN {
+        return invalid(format!(
+            "lock name is {} bytes long; the limit is {MAX_NAME_LEN}",
+            name.len()
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return invalid(format!("lock name {name:?} contains a control character"));
+    }
+    if let Some(kind) = COMPANION_KINDS
+        .iter()
+        .find(|kind| name.ends_with(&companion("", kind)))
+    {
+        return invalid(format!(
+            "lock name {name:?} ends with \":lk:{kind}\", which latchkey reserves for its own keys"
+        ));
+    }
+    Ok(())
+}
+
+/// `key` if it already carries a non-empty hash tag, else `{key}`.
+fn tagged(key: &str) -> Result<String> {
+    if hash_tag(key).is_some() {
+        return Ok(key.to_owned());
+    }
+    // `{a}b}` would hash as `a`, not as the whole key.
+    if key.contains('}') {
+        return invalid(format!(
+            "lock key {key:?} contains '}}' without a valid hash tag; use a {{tag}} or drop the brace"
+        ));
+    }
+    Ok(format!("{{{key}}}"))
+}
+
+fn companion(tagged: &str, kind: &str) -> String {
+    format!("{tagged}:lk:{kind}")
+}
+
+/// The text Redis Cluster hashes: what is between the first `{` and the first `}`
+/// after it, when that is not empty.
+pub(crate) fn hash_tag(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let rest = &key[open + 1..];
+    let close = rest.find('}')?;
+    (close > 0).then(|| &rest[..close])
+}
+
+fn invalid<T>(message: String) -> Result<T> {
+    Err(Error::InvalidArgument(message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(prefix: &str, name: &str) -> Result<LockKey> {
+        LockKey::new(&Prefix::new(prefix)?, name)
+    }
+
+    #[test]
+    fn untagged_keys_get_their_whole_name_as_tag() {
+        let k = key("app:", "job").unwrap();
+        assert_eq!(k.as_str(), "app:job");
+        assert_eq!(k.fence(), "{app:job}:lk:fence");
+        assert_eq!(hash_tag(k.fence()), Some("app:job"));
+    }
+
+    #[test]
+    fn tagged_keys_keep_their_tag_and_stay_distinct() {
+        let cart = key("app:", "{user42}:cart").unwrap();
+        let profile = key("app:", "{user42}:profile").unwrap();
+        assert_eq!(hash_tag(cart.fence()), Some("user42"));
+        assert_ne!(cart.fence(), profile.fence());
+        assert_ne!(cart.fence(), cart.as_str());
+    }
+
+    #[test]
+    fn bad_names_and_prefixes_are_refused() {
+        for (prefix, name) in [
+            ("", ""),
+            ("", "a\nb"),
+            ("", "x}y"),
+            ("", "job:lk:fence"),
+            ("a b", "job"),
+            ("{a}", "job"),
+            ("a\0", "job"),
+        ] {
+            assert!(
+                matches!(key(prefix, name), Err(Error::InvalidArgument(_))),
+                "{prefix:?} {name:?}"
+            );
+        }
+        assert!(key("", &"x".repeat(MAX_NAME_LEN + 1)).is_err());
+        assert!(key(&"p".repeat(MAX_PREFIX_LEN + 1), "x").is_err());
+    }
+
+    #[test]
+    fn hash_tags_follow_the_cluster_rule() {
+        assert_eq!(hash_tag("{a}b"), Some("a"));
+        assert_eq!(hash_tag("{}a{b}"), None);
+        assert_eq!(hash_tag("x{a{b}c}"), Some("a{b"));
+        assert_eq!(hash_tag("none"), None);
+    }
+}

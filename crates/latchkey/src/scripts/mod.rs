@@ -1,0 +1,22 @@
+//! The Lua scripts behind every atomic step, one commented `.lua` file each.
+//!
+//! Scripts are sent by SHA (`EVALSHA`); redis-rs's [`Script`] loads them with
+//! `SCRIPT LOAD` and retries once when the server answers `NOSCRIPT` (after a restart
+//! or a `SCRIPT FLUSH`). Data reaches a script only through `KEYS` and `ARGV`: no script
+//! text is ever built from input.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// Set the owner token with PX, bump the fencing counter; or report the PTTL.
+pub(crate) static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("acquire.lua")));
+
+/// Compare-and-delete.
+pub(crate) static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("release.lua")));
+
+/// Compare-and-PEXPIRE (resets the lease).
+pub(crate) static EXTEND: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("extend.lua")));

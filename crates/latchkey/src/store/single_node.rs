@@ -1,0 +1,151 @@
+//! One Redis server (or the primary of a primary/replica set).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManagerConfig;
+use redis::{FromRedisValue, RedisResult, ScriptInvocation};
+
+use super::{Attempt, Connection, LockStore};
+use crate::error::{Error, Result};
+use crate::key::LockKey;
+use crate::lease::Ttl;
+use crate::scripts;
+use crate::token::OwnerToken;
+
+/// How long to wait for a TCP (and TLS) connection before calling Redis unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long to wait for any reply before calling Redis unreachable.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Reconnect attempts after a dropped connection before a command fails.
+const RECONNECT_RETRIES: usize = 2;
+/// Shown as the node name when the user handed us a connection without an address.
+const UNNAMED_NODE: &str = "(caller's connection)";
+
+/// A lock store on one Redis server.
+///
+/// ```no_run
+/// # async fn demo() -> latchkey::Result<()> {
+/// let store = latchkey::store::SingleNode::open("redis://127.0.0.1:6379").await?;
+/// assert_eq!(store.node(), "127.0.0.1:6379");
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct SingleNode {
+    conn: Connection,
+    node: Arc<str>,
+}
+
+impl SingleNode {
+    /// Connects to the server at `url` (`redis://`, `rediss://` for TLS, or
+    /// `redis+unix://`), with a connection that reconnects by itself.
+    ///
+    /// User name and password go in the URL: `redis://user:secret@host:6379/0`.
+    pub async fn open(url: &str) -> Result<Self> {
+        let client = redis::Client::open(url).map_err(|e| invalid_url(&e))?;
+        Self::from_client(client).await
+    }
+
+    /// Connects through a redis-rs client the application already configured.
+    pub async fn from_client(client: redis::Client) -> Result<Self> {
+        let node: Arc<str> = client.get_connection_info().addr().to_string().into();
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(RECONNECT_RETRIES);
+        let conn = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(|e| Error::from_redis(e, &node, ""))?;
+        Ok(SingleNode {
+            conn: conn.into(),
+            node,
+        })
+    }
+
+    /// Uses a connection the application already has (shares its socket).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let conn = redis.get_multiplexed_async_connection().await?;
+    /// let store = latchkey::store::SingleNode::from_connection(conn);
+    /// # Ok(()) }
+    /// ```
+    pub fn from_connection(conn: impl Into<Connection>) -> Self {
+        SingleNode {
+            conn: conn.into(),
+            node: UNNAMED_NODE.into(),
+        }
+    }
+
+    /// The server's address, as shown in errors (never with credentials).
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    async fn run<T: FromRedisValue>(&self, call: &ScriptInvocation<'_>, key: &LockKey) -> Result<T> {
+        let mut conn = self.conn.clone();
+        self.context(call.invoke_async(&mut conn).await, key)
+    }
+
+    fn context<T>(&self, reply: RedisResult<T>, key: &LockKey) -> Result<T> {
+        reply.map_err(|e| Error::from_redis(e, &self.node, key.as_str()))
+    }
+}
+
+impl std::fmt::Debug for SingleNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SingleNode").field("node", &self.node).finish()
+    }
+}
+
+impl LockStore for SingleNode {
+    async fn try_acquire(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<Attempt> {
+        let mut call = scripts::ACQUIRE.prepare_invoke();
+        call.key(key.as_str())
+            .key(key.fence())
+            .arg(owner.as_str())
+            .arg(ttl.as_millis());
+        let (taken, value): (i64, i64) = self.run(&call, key).await?;
+        if taken == 1 {
+            return Ok(Attempt::Acquired {
+                fence: u64::try_from(value).unwrap_or(0),
+            });
+        }
+        let pttl = u64::try_from(value).ok().map(Duration::from_millis);
+        Ok(Attempt::Busy { pttl })
+    }
+
+    async fn release(&self, key: &LockKey, owner: &OwnerToken) -> Result<bool> {
+        let mut call = scripts::RELEASE.prepare_invoke();
+        call.key(key.as_str()).arg(owner.as_str());
+        self.run(&call, key).await
+    }
+
+    async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
+        let mut call = scripts::EXTEND.prepare_invoke();
+        call.key(key.as_str())
+            .arg(owner.as_str())
+            .arg(ttl.as_millis());
+        self.run(&call, key).await
+    }
+
+    async fn owner(&self, key: &LockKey) -> Result<Option<String>> {
+        let mut conn = self.conn.clone();
+        let reply = redis::cmd("GET")
+            .arg(key.as_str())
+            .query_async(&mut conn)
+            .await;
+        self.context(reply, key)
+    }
+}
+
+/// redis-rs's parse errors can quote the URL, password included; say what is
+/// expected instead of echoing it.
+fn invalid_url(err: &redis::RedisError) -> Error {
+    let what = err.detail().filter(|d| !d.contains('@')).unwrap_or("unparsable URL");
+    Error::InvalidArgument(format!(
+        "invalid Redis URL ({what}); expected redis://[user:password@]host[:port][/db] or rediss://… for TLS"
+    ))
+}

@@ -1,0 +1,68 @@
+//! Owner tokens: who holds a lock.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// A lock owner's identity: 128 bits from the OS CSPRNG, written as 32 hex digits.
+///
+/// Release and extend compare it with the lock key's value, so a holder whose lease
+/// expired can never release or extend the next holder's lock. It is a secret of
+/// sorts (whoever knows it can release the lock), so `Debug` and [`masked`] show
+/// only its first 4 digits.
+///
+/// [`masked`]: OwnerToken::masked
+///
+/// ```
+/// let a = latchkey::OwnerToken::generate()?;
+/// let b = latchkey::OwnerToken::generate()?;
+/// assert_ne!(a, b);
+/// assert_eq!(a.as_str().len(), 32);
+/// assert_eq!(a.masked().len(), 8);
+/// # Ok::<(), latchkey::Error>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct OwnerToken(String);
+
+impl OwnerToken {
+    /// Draws a fresh token from the operating system's random number generator.
+    pub fn generate() -> Result<Self> {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).map_err(|e| Error::Entropy(e.to_string()))?;
+        Ok(OwnerToken(bytes.iter().map(|b| format!("{b:02x}")).collect()))
+    }
+
+    /// The full token, as stored in the lock key.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The first 4 hex digits and an ellipsis: enough to tell owners apart in logs.
+    pub fn masked(&self) -> String {
+        mask(&self.0)
+    }
+}
+
+impl fmt::Debug for OwnerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OwnerToken({})", self.masked())
+    }
+}
+
+/// Masks any owner value (ours or another library's) for display.
+///
+/// ```
+/// assert_eq!(latchkey::mask_owner("0123456789abcdef"), "0123…");
+/// assert_eq!(latchkey::mask_owner("ab"), "…");
+/// ```
+pub fn mask_owner(owner: &str) -> String {
+    mask(owner)
+}
+
+fn mask(owner: &str) -> String {
+    let shown: String = owner.chars().take(4).collect();
+    if owner.chars().count() <= 8 {
+        return "…".to_owned();
+    }
+    format!("{shown}…")
+}
