@@ -32,13 +32,14 @@ use crate::key::LockKey;
 #[derive(Clone, Debug)]
 pub struct Client {
     inner: crate::Client,
-    runtime: Arc<Runtime>,
+    runtime: Arc<OwnedRuntime>,
 }
 
 impl Client {
     /// Connects to one Redis server by URL.
     pub fn open(url: &str) -> Result<Self> {
-        let runtime = Arc::new(start_runtime()?);
+        refuse_inside_runtime()?;
+        let runtime = Arc::new(OwnedRuntime::start()?);
         let inner = block_on(&runtime, crate::Client::open(url))??;
         Ok(Client { inner, runtime })
     }
@@ -69,7 +70,7 @@ impl Client {
 #[derive(Clone, Debug)]
 pub struct Mutex {
     inner: crate::Mutex,
-    runtime: Arc<Runtime>,
+    runtime: Arc<OwnedRuntime>,
 }
 
 impl Mutex {
@@ -127,7 +128,7 @@ impl Mutex {
 pub struct MutexGuard {
     // Always `Some` until `release` or `drop` takes it.
     inner: Option<crate::MutexGuard>,
-    runtime: Arc<Runtime>,
+    runtime: Arc<OwnedRuntime>,
 }
 
 impl MutexGuard {
@@ -175,24 +176,50 @@ impl Drop for MutexGuard {
     }
 }
 
-fn start_runtime() -> Result<Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("latchkey-blocking")
-        .enable_all()
-        .build()
-        .map_err(|e| Error::InvalidArgument(format!("could not start latchkey's runtime: {e}")))
+/// The runtime a blocking client runs on.
+///
+/// tokio panics when a runtime is dropped inside an async context; this one shuts
+/// down in the background instead, so dropping a blocking client anywhere is safe.
+#[derive(Debug)]
+struct OwnedRuntime(Option<Runtime>);
+
+impl OwnedRuntime {
+    fn start() -> Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("latchkey-blocking")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("could not start latchkey's runtime: {e}")))?;
+        Ok(OwnedRuntime(Some(runtime)))
+    }
+}
+
+impl Drop for OwnedRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 /// Runs `future` on `runtime`, refusing (instead of panicking) inside another runtime.
-fn block_on<F: Future>(runtime: &Runtime, future: F) -> Result<F::Output> {
+fn block_on<F: Future>(runtime: &OwnedRuntime, future: F) -> Result<F::Output> {
+    refuse_inside_runtime()?;
+    let runtime = runtime.0.as_ref().ok_or_else(|| {
+        Error::InvalidArgument("latchkey's blocking runtime has shut down".to_owned())
+    })?;
+    Ok(runtime.block_on(future))
+}
+
+fn refuse_inside_runtime() -> Result<()> {
     if Handle::try_current().is_ok() {
         return Err(Error::InvalidArgument(
             "latchkey::blocking was called from inside an async runtime; use the async API there"
                 .to_owned(),
         ));
     }
-    Ok(runtime.block_on(future))
+    Ok(())
 }
 
 fn released() -> Error {

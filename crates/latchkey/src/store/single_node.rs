@@ -57,10 +57,20 @@ impl SingleNode {
             .get_connection_manager_with_config(config)
             .await
             .map_err(|e| Error::from_redis(e, &node, ""))?;
-        Ok(SingleNode {
+        let store = SingleNode {
             conn: conn.into(),
             node,
-        })
+        };
+        store.ping().await?;
+        Ok(store)
+    }
+
+    /// One round trip, so a missing password (`NOAUTH`) or an ACL user that may not
+    /// even PING shows up when the client is made, not at the first lock.
+    async fn ping(&self) -> Result<()> {
+        let mut conn = self.conn.clone();
+        let reply: RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
+        reply.map(drop).map_err(|e| Error::from_redis(e, &self.node, ""))
     }
 
     /// Uses a connection the application already has (shares its socket).

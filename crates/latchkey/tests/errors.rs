@@ -1,0 +1,154 @@
+//! Every bad input and every broken server gives its own typed error, never a panic.
+
+use std::time::Duration;
+
+use latchkey::store::LockStore;
+use latchkey::{Client, Error, OwnerToken};
+use latchkey_testkit::RedisServer;
+use redis::Commands;
+
+#[tokio::test]
+async fn bad_arguments_are_refused_before_anything_is_sent() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let too_long = "x".repeat(2000);
+    for name in ["", "bad\nname", too_long.as_str(), "a}b"] {
+        assert!(matches!(client.mutex(name), Err(Error::InvalidArgument(_))), "{name:?}");
+    }
+    let mutex = client.mutex("ok").unwrap();
+    for ttl in [Duration::ZERO, Duration::from_micros(999), Duration::from_secs(u64::MAX)] {
+        assert!(matches!(mutex.clone().with_ttl(ttl), Err(Error::InvalidArgument(_))), "{ttl:?}");
+    }
+    for prefix in ["with space", "{tag}", "tab\t"] {
+        assert!(matches!(client.clone().with_prefix(prefix), Err(Error::InvalidArgument(_))));
+    }
+    let waited_forever = mutex.lock_timeout(Duration::MAX).await.unwrap();
+    waited_forever.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_bad_url_is_an_invalid_argument_that_does_not_echo_the_password() {
+    for url in ["not a url", "http://user:hunter2@localhost", "redis://:hunter2@[::1"] {
+        match Client::open(url).await {
+            Err(Error::InvalidArgument(message)) => assert!(!message.contains("hunter2"), "{message}"),
+            other => panic!("{url}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_is_down_is_unreachable() {
+    let mut server = RedisServer::start().unwrap();
+    let url = server.url();
+    let client = Client::open(&url).await.unwrap();
+    server.kill().unwrap();
+
+    match Client::open(&url).await {
+        Err(Error::Unreachable { node, .. }) => assert_eq!(node, format!("127.0.0.1:{}", server.port())),
+        other => panic!("expected Unreachable, got {other:?}"),
+    }
+    let result = client.mutex("down").unwrap().try_lock().await;
+    assert!(matches!(result, Err(Error::Unreachable { .. })), "{result:?}");
+}
+
+#[tokio::test]
+async fn a_paused_server_is_unreachable_after_the_response_timeout() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client.mutex("paused").unwrap();
+    server.pause().unwrap();
+    let result = mutex.try_lock().await;
+    server.resume().unwrap();
+    assert!(matches!(result, Err(Error::Unreachable { .. })), "{result:?}");
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_refused_authentication() {
+    let server = RedisServer::builder().password("right-horse").start().unwrap();
+    let wrong = format!("redis://:wrong-battery@127.0.0.1:{}", server.port());
+    let none = format!("redis://127.0.0.1:{}", server.port());
+    for url in [wrong, none] {
+        match Client::open(&url).await {
+            Err(error @ Error::AuthFailed { .. }) => {
+                assert!(!error.to_string().contains("wrong-battery"));
+            }
+            other => panic!("expected AuthFailed, got {other:?}"),
+        }
+    }
+    let client = Client::open(&server.url()).await.unwrap();
+    let guard = client.mutex("authed").unwrap().try_lock().await.unwrap();
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn acl_users_work_within_their_keys_and_are_denied_outside() {
+    let server = RedisServer::builder()
+        // The lock keys start with the prefix; the companion keys with `{` + prefix.
+        .user("app", "app-pw", "~app:* ~{app:* +@all")
+        .start()
+        .unwrap();
+    let url = server.url_as("app", "app-pw");
+    let client = Client::open(&url).await.unwrap().with_prefix("app:").unwrap();
+    let guard = client.mutex("job").unwrap().try_lock().await.unwrap();
+    assert!(guard.release().await.unwrap());
+
+    let outside = Client::open(&url).await.unwrap().with_prefix("other:").unwrap();
+    match outside.mutex("job").unwrap().try_lock().await {
+        Err(Error::AclDenied { detail, .. }) => assert!(!detail.is_empty()),
+        other => panic!("expected AclDenied, got {other:?}"),
+    }
+    match Client::open(&server.url_as("app", "nope")).await {
+        Err(Error::AuthFailed { .. }) => {}
+        other => panic!("expected AuthFailed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_key_of_another_type_is_wrongtype_not_busy() {
+    let server = RedisServer::start().unwrap();
+    let mut admin = server.connection().unwrap();
+    let _: () = admin.hset("cart", "item", 1).unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client.mutex("cart").unwrap();
+    for result in [mutex.try_lock().await, mutex.lock_timeout(Duration::from_secs(5)).await] {
+        match result {
+            Err(Error::WrongType { key }) => assert_eq!(key, "cart"),
+            other => panic!("expected WrongType, got {other:?}"),
+        }
+    }
+    let owner = OwnerToken::generate().unwrap();
+    let released = client.store().release(mutex.key(), &owner).await;
+    assert!(matches!(released, Err(Error::WrongType { .. })), "{released:?}");
+    // The hash is untouched.
+    let item: i64 = admin.hget("cart", "item").unwrap();
+    assert_eq!(item, 1);
+}
+
+#[tokio::test]
+async fn a_read_only_replica_says_so() {
+    let primary = RedisServer::start().unwrap();
+    let replica = RedisServer::start().unwrap();
+    let mut admin = replica.connection().unwrap();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port())
+        .query(&mut admin)
+        .unwrap();
+    let client = Client::open(&replica.url()).await.unwrap();
+    match client.mutex("replicated").unwrap().try_lock().await {
+        Err(Error::ReadOnly { node }) => assert_eq!(node, format!("127.0.0.1:{}", replica.port())),
+        other => panic!("expected ReadOnly, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_corrupted_fencing_counter_fails_the_acquire_and_leaves_the_lock_free() {
+    let server = RedisServer::start().unwrap();
+    let mut admin = server.connection().unwrap();
+    let _: () = admin.set("{broken}:lk:fence", "not a number").unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let result = client.mutex("broken").unwrap().try_lock().await;
+    assert!(matches!(result, Err(Error::Redis { .. })), "{result:?}");
+    let exists: bool = admin.exists("broken").unwrap();
+    assert!(!exists, "a failed acquire left the lock key set");
+}
