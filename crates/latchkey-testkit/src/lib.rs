@@ -11,7 +11,10 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+mod tls;
 pub mod worker;
+
+pub use tls::TlsFiles;
 
 use std::io::{self, Write};
 use std::net::TcpListener;
@@ -52,6 +55,7 @@ pub struct AclUser {
 pub struct ServerBuilder {
     password: Option<String>,
     users: Vec<AclUser>,
+    tls: bool,
 }
 
 impl ServerBuilder {
@@ -71,9 +75,21 @@ impl ServerBuilder {
         self
     }
 
+    /// Serve TLS only (`rediss://`), with a certificate from a CA made for this server.
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
     /// Starts the server on a free loopback port and waits until it answers.
     pub fn start(self) -> io::Result<RedisServer> {
-        let dir = tempfile::Builder::new().prefix("latchkey-redis-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("latchkey-redis-")
+            .tempdir()?;
+        let tls = match self.tls {
+            true => Some(TlsFiles::generate(dir.path())?),
+            false => None,
+        };
         let mut last_error = io::Error::other("no port tried");
         for _ in 0..PORT_ATTEMPTS {
             let mut server = RedisServer {
@@ -82,6 +98,7 @@ impl ServerBuilder {
                 _dir: None,
                 child: None,
                 options: self.clone(),
+                tls: tls.clone(),
             };
             match server.spawn() {
                 Ok(()) => {
@@ -104,6 +121,7 @@ pub struct RedisServer {
     _dir: Option<tempfile::TempDir>,
     child: Option<Child>,
     options: ServerBuilder,
+    tls: Option<TlsFiles>,
 }
 
 impl RedisServer {
@@ -127,22 +145,54 @@ impl RedisServer {
         self.child.as_ref().map(Child::id)
     }
 
-    /// `redis://127.0.0.1:PORT`, with the default user's password if one is set.
+    /// `redis://127.0.0.1:PORT` (`rediss://` with TLS), with the default user's
+    /// password if one is set.
     pub fn url(&self) -> String {
         match &self.options.password {
-            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
-            None => format!("redis://127.0.0.1:{}", self.port),
+            Some(password) => self.url_as("", password),
+            None => format!("{}://127.0.0.1:{}", self.scheme(), self.port),
         }
     }
 
     /// The URL for an ACL user.
     pub fn url_as(&self, user: &str, password: &str) -> String {
-        format!("redis://{user}:{password}@127.0.0.1:{}", self.port)
+        format!(
+            "{}://{user}:{password}@127.0.0.1:{}",
+            self.scheme(),
+            self.port
+        )
+    }
+
+    /// The certificate files, for a TLS server.
+    pub fn tls_files(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref()
+    }
+
+    /// A redis-rs client for [`url`](Self::url) that trusts this server's CA.
+    pub fn client(&self) -> redis::RedisResult<redis::Client> {
+        let Some(tls) = &self.tls else {
+            return redis::Client::open(self.url());
+        };
+        let root_cert = std::fs::read(&tls.ca_cert)?;
+        let certs = redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(root_cert),
+        };
+        redis::Client::build_with_tls(self.url(), certs)
     }
 
     /// A synchronous admin connection, for setting up and checking state.
     pub fn connection(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(5))
+        self.client()?
+            .get_connection_with_timeout(Duration::from_secs(5))
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        }
     }
 
     /// Freezes the server (SIGSTOP): connections stay open, nothing is answered.
@@ -173,7 +223,9 @@ impl RedisServer {
     }
 
     fn signal(&self, signal: Signal) -> io::Result<()> {
-        let pid = self.pid().ok_or_else(|| io::Error::other("server is not running"))?;
+        let pid = self
+            .pid()
+            .ok_or_else(|| io::Error::other("server is not running"))?;
         let pid = i32::try_from(pid).map_err(io::Error::other)?;
         kill(Pid::from_raw(pid), signal).map_err(io::Error::from)
     }
@@ -201,7 +253,17 @@ impl RedisServer {
     fn write_config(&self) -> io::Result<PathBuf> {
         let path = self.dir.join("redis.conf");
         let mut file = std::fs::File::create(&path)?;
-        writeln!(file, "port {}", self.port)?;
+        match &self.tls {
+            None => writeln!(file, "port {}", self.port)?,
+            Some(tls) => {
+                writeln!(file, "port 0")?;
+                writeln!(file, "tls-port {}", self.port)?;
+                writeln!(file, "tls-cert-file {}", tls.server_cert.display())?;
+                writeln!(file, "tls-key-file {}", tls.server_key.display())?;
+                writeln!(file, "tls-ca-cert-file {}", tls.ca_cert.display())?;
+                writeln!(file, "tls-auth-clients no")?;
+            }
+        }
         writeln!(file, "bind 127.0.0.1")?;
         writeln!(file, "save \"\"")?;
         writeln!(file, "appendonly no")?;
@@ -213,7 +275,11 @@ impl RedisServer {
             writeln!(file, "requirepass {password}")?;
         }
         for user in &self.options.users {
-            writeln!(file, "user {} on >{} {}", user.name, user.password, user.rules)?;
+            writeln!(
+                file,
+                "user {} on >{} {}",
+                user.name, user.password, user.rules
+            )?;
         }
         Ok(path)
     }
@@ -221,7 +287,11 @@ impl RedisServer {
     fn wait_ready(&mut self) -> io::Result<()> {
         let started = Instant::now();
         loop {
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 return Err(io::Error::other(format!(
                     "redis-server exited with {status} (port {} taken?); log: {}",
                     self.port,

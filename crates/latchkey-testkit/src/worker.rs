@@ -34,7 +34,13 @@ pub fn spawn(entry: &str, envs: &[(&str, String)]) -> io::Result<Child> {
     let exe = std::env::current_exe()?;
     let mut command = Command::new(exe);
     command
-        .args([entry, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            entry,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(ROLE_VAR, entry)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -190,7 +190,9 @@ impl OwnedRuntime {
             .thread_name("latchkey-blocking")
             .enable_all()
             .build()
-            .map_err(|e| Error::InvalidArgument(format!("could not start latchkey's runtime: {e}")))?;
+            .map_err(|e| {
+                Error::InvalidArgument(format!("could not start latchkey's runtime: {e}"))
+            })?;
         Ok(OwnedRuntime(Some(runtime)))
     }
 }

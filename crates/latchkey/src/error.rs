@@ -69,7 +69,9 @@ pub enum Error {
     },
 
     /// The ACL user may not run a command or touch a key latchkey needs.
-    #[error("Redis at {node} denied a command by ACL: {detail} (the user needs EVALSHA, SCRIPT LOAD, GET and the lock's keys)")]
+    #[error(
+        "Redis at {node} denied a command by ACL: {detail} (the user needs EVALSHA, SCRIPT LOAD, GET and the lock's keys)"
+    )]
     AclDenied {
         /// The server's address.
         node: String,
@@ -79,7 +81,9 @@ pub enum Error {
 
     /// The key holds a value that is not a lock (a hash, a list, ...): some other
     /// part of the application uses this name.
-    #[error("key {key:?} holds a value that is not a lock (WRONGTYPE): pick another lock name or prefix")]
+    #[error(
+        "key {key:?} holds a value that is not a lock (WRONGTYPE): pick another lock name or prefix"
+    )]
     WrongType {
         /// The Redis key.
         key: String,
@@ -118,7 +122,9 @@ impl Error {
     pub(crate) fn from_redis(source: RedisError, node: &str, key: &str) -> Self {
         let node = node.to_owned();
         if is_wrong_type(&source) {
-            return Error::WrongType { key: key.to_owned() };
+            return Error::WrongType {
+                key: key.to_owned(),
+            };
         }
         match source.kind() {
             ErrorKind::AuthenticationFailed => Error::AuthFailed { node },

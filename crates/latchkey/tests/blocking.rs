@@ -10,8 +10,15 @@ use redis::Commands;
 #[test]
 fn the_blocking_api_takes_extends_and_releases() {
     let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).unwrap().with_prefix("sync:").unwrap();
-    let mutex = client.mutex("job").unwrap().with_ttl(Duration::from_secs(10)).unwrap();
+    let client = Client::open(&server.url())
+        .unwrap()
+        .with_prefix("sync:")
+        .unwrap();
+    let mutex = client
+        .mutex("job")
+        .unwrap()
+        .with_ttl(Duration::from_secs(10))
+        .unwrap();
     let mut guard = mutex.lock_timeout(Duration::from_secs(1)).unwrap();
     assert_eq!(mutex.key().as_str(), "sync:job");
     assert!(matches!(mutex.try_lock(), Err(Error::Busy { .. })));
@@ -36,10 +43,15 @@ async fn the_blocking_api_refuses_to_run_inside_an_async_runtime() {
     let server = RedisServer::start().unwrap();
     let url = server.url();
     let result = Client::open(&url);
-    assert!(matches!(result, Err(Error::InvalidArgument(_))), "{result:?}");
+    assert!(
+        matches!(result, Err(Error::InvalidArgument(_))),
+        "{result:?}"
+    );
 
     // A blocking client made outside, then used and dropped inside a runtime: errors, no panic.
-    let client = std::thread::spawn(move || Client::open(&url).unwrap()).join().unwrap();
+    let client = std::thread::spawn(move || Client::open(&url).unwrap())
+        .join()
+        .unwrap();
     let mutex = client.mutex("inside").unwrap();
     assert!(matches!(mutex.try_lock(), Err(Error::InvalidArgument(_))));
     drop(mutex);

@@ -13,14 +13,27 @@ async fn bad_arguments_are_refused_before_anything_is_sent() {
     let client = Client::open(&server.url()).await.unwrap();
     let too_long = "x".repeat(2000);
     for name in ["", "bad\nname", too_long.as_str(), "a}b"] {
-        assert!(matches!(client.mutex(name), Err(Error::InvalidArgument(_))), "{name:?}");
+        assert!(
+            matches!(client.mutex(name), Err(Error::InvalidArgument(_))),
+            "{name:?}"
+        );
     }
     let mutex = client.mutex("ok").unwrap();
-    for ttl in [Duration::ZERO, Duration::from_micros(999), Duration::from_secs(u64::MAX)] {
-        assert!(matches!(mutex.clone().with_ttl(ttl), Err(Error::InvalidArgument(_))), "{ttl:?}");
+    for ttl in [
+        Duration::ZERO,
+        Duration::from_micros(999),
+        Duration::from_secs(u64::MAX),
+    ] {
+        assert!(
+            matches!(mutex.clone().with_ttl(ttl), Err(Error::InvalidArgument(_))),
+            "{ttl:?}"
+        );
     }
     for prefix in ["with space", "{tag}", "tab\t"] {
-        assert!(matches!(client.clone().with_prefix(prefix), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            client.clone().with_prefix(prefix),
+            Err(Error::InvalidArgument(_))
+        ));
     }
     let waited_forever = mutex.lock_timeout(Duration::MAX).await.unwrap();
     waited_forever.release().await.unwrap();
@@ -28,9 +41,15 @@ async fn bad_arguments_are_refused_before_anything_is_sent() {
 
 #[tokio::test]
 async fn a_bad_url_is_an_invalid_argument_that_does_not_echo_the_password() {
-    for url in ["not a url", "http://user:hunter2@localhost", "redis://:hunter2@[::1"] {
+    for url in [
+        "not a url",
+        "http://user:hunter2@localhost",
+        "redis://:hunter2@[::1",
+    ] {
         match Client::open(url).await {
-            Err(Error::InvalidArgument(message)) => assert!(!message.contains("hunter2"), "{message}"),
+            Err(Error::InvalidArgument(message)) => {
+                assert!(!message.contains("hunter2"), "{message}")
+            }
             other => panic!("{url}: expected InvalidArgument, got {other:?}"),
         }
     }
@@ -44,11 +63,16 @@ async fn a_server_that_is_down_is_unreachable() {
     server.kill().unwrap();
 
     match Client::open(&url).await {
-        Err(Error::Unreachable { node, .. }) => assert_eq!(node, format!("127.0.0.1:{}", server.port())),
+        Err(Error::Unreachable { node, .. }) => {
+            assert_eq!(node, format!("127.0.0.1:{}", server.port()))
+        }
         other => panic!("expected Unreachable, got {other:?}"),
     }
     let result = client.mutex("down").unwrap().try_lock().await;
-    assert!(matches!(result, Err(Error::Unreachable { .. })), "{result:?}");
+    assert!(
+        matches!(result, Err(Error::Unreachable { .. })),
+        "{result:?}"
+    );
 }
 
 #[tokio::test]
@@ -59,12 +83,18 @@ async fn a_paused_server_is_unreachable_after_the_response_timeout() {
     server.pause().unwrap();
     let result = mutex.try_lock().await;
     server.resume().unwrap();
-    assert!(matches!(result, Err(Error::Unreachable { .. })), "{result:?}");
+    assert!(
+        matches!(result, Err(Error::Unreachable { .. })),
+        "{result:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_wrong_password_is_refused_authentication() {
-    let server = RedisServer::builder().password("right-horse").start().unwrap();
+    let server = RedisServer::builder()
+        .password("right-horse")
+        .start()
+        .unwrap();
     let wrong = format!("redis://:wrong-battery@127.0.0.1:{}", server.port());
     let none = format!("redis://127.0.0.1:{}", server.port());
     for url in [wrong, none] {
@@ -88,11 +118,19 @@ async fn acl_users_work_within_their_keys_and_are_denied_outside() {
         .start()
         .unwrap();
     let url = server.url_as("app", "app-pw");
-    let client = Client::open(&url).await.unwrap().with_prefix("app:").unwrap();
+    let client = Client::open(&url)
+        .await
+        .unwrap()
+        .with_prefix("app:")
+        .unwrap();
     let guard = client.mutex("job").unwrap().try_lock().await.unwrap();
     assert!(guard.release().await.unwrap());
 
-    let outside = Client::open(&url).await.unwrap().with_prefix("other:").unwrap();
+    let outside = Client::open(&url)
+        .await
+        .unwrap()
+        .with_prefix("other:")
+        .unwrap();
     match outside.mutex("job").unwrap().try_lock().await {
         Err(Error::AclDenied { detail, .. }) => assert!(!detail.is_empty()),
         other => panic!("expected AclDenied, got {other:?}"),
@@ -110,7 +148,10 @@ async fn a_key_of_another_type_is_wrongtype_not_busy() {
     let _: () = admin.hset("cart", "item", 1).unwrap();
     let client = Client::open(&server.url()).await.unwrap();
     let mutex = client.mutex("cart").unwrap();
-    for result in [mutex.try_lock().await, mutex.lock_timeout(Duration::from_secs(5)).await] {
+    for result in [
+        mutex.try_lock().await,
+        mutex.lock_timeout(Duration::from_secs(5)).await,
+    ] {
         match result {
             Err(Error::WrongType { key }) => assert_eq!(key, "cart"),
             other => panic!("expected WrongType, got {other:?}"),
@@ -118,7 +159,10 @@ async fn a_key_of_another_type_is_wrongtype_not_busy() {
     }
     let owner = OwnerToken::generate().unwrap();
     let released = client.store().release(mutex.key(), &owner).await;
-    assert!(matches!(released, Err(Error::WrongType { .. })), "{released:?}");
+    assert!(
+        matches!(released, Err(Error::WrongType { .. })),
+        "{released:?}"
+    );
     // The hash is untouched.
     let item: i64 = admin.hget("cart", "item").unwrap();
     assert_eq!(item, 1);
@@ -151,4 +195,28 @@ async fn a_corrupted_fencing_counter_fails_the_acquire_and_leaves_the_lock_free(
     assert!(matches!(result, Err(Error::Redis { .. })), "{result:?}");
     let exists: bool = admin.exists("broken").unwrap();
     assert!(!exists, "a failed acquire left the lock key set");
+}
+
+#[tokio::test]
+async fn tls_connections_verify_the_server_and_work() {
+    let server = RedisServer::builder()
+        .tls()
+        .password("tls-pw")
+        .start()
+        .unwrap();
+    assert!(server.url().starts_with("rediss://"));
+    let client = Client::from_redis_client(server.client().unwrap())
+        .await
+        .unwrap();
+    let guard = client.mutex("over-tls").unwrap().try_lock().await.unwrap();
+    assert!(guard.is_held().await.unwrap());
+    assert!(guard.release().await.unwrap());
+
+    // Without our CA in the trust store, the server's certificate is refused.
+    match Client::open(&server.url()).await {
+        Err(error @ (Error::Unreachable { .. } | Error::Redis { .. })) => {
+            assert!(error.to_string().contains("certificate"), "{error}");
+        }
+        other => panic!("expected the unknown CA to be refused, got {other:?}"),
+    }
 }

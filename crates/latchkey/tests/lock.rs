@@ -23,7 +23,11 @@ async fn pttl(raw: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
 }
 
 /// Polls until `key` is gone; false if it is still there after `within`.
-async fn freed_within(raw: &mut redis::aio::MultiplexedConnection, key: &str, within: Duration) -> bool {
+async fn freed_within(
+    raw: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    within: Duration,
+) -> bool {
     let deadline = tokio::time::Instant::now() + within;
     while tokio::time::Instant::now() < deadline {
         if !raw.exists::<_, bool>(key).await.unwrap() {
@@ -37,7 +41,11 @@ async fn freed_within(raw: &mut redis::aio::MultiplexedConnection, key: &str, wi
 #[tokio::test]
 async fn the_lock_key_holds_exactly_the_owner_token_with_a_px_expiry() {
     let (_server, client, mut raw) = setup().await;
-    let mutex = client.mutex("layout").unwrap().with_ttl(Duration::from_secs(7)).unwrap();
+    let mutex = client
+        .mutex("layout")
+        .unwrap()
+        .with_ttl(Duration::from_secs(7))
+        .unwrap();
     let guard = mutex.try_lock().await.unwrap();
     let stored: String = raw.get("layout").await.unwrap();
     assert_eq!(stored, guard.owner().as_str());
@@ -57,7 +65,11 @@ async fn a_held_lock_is_busy_for_others() {
     let mutex = client.mutex("busy").unwrap();
     let _guard = mutex.try_lock().await.unwrap();
     match mutex.try_lock().await {
-        Err(Error::Busy { key, waited, retry_after }) => {
+        Err(Error::Busy {
+            key,
+            waited,
+            retry_after,
+        }) => {
             assert_eq!(key, "busy");
             assert!(waited < Duration::from_secs(1));
             assert!(retry_after.unwrap() <= Ttl::DEFAULT.as_duration());
@@ -68,7 +80,10 @@ async fn a_held_lock_is_busy_for_others() {
         Err(Error::Busy { waited, .. }) => waited,
         other => panic!("expected Busy, got {other:?}"),
     };
-    assert!(waited >= Duration::from_millis(300), "gave up after {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(300),
+        "gave up after {waited:?}"
+    );
     assert!(mutex.is_locked().await.unwrap());
 }
 
@@ -91,7 +106,11 @@ async fn a_waiter_gets_the_lock_when_the_holder_releases() {
 #[tokio::test]
 async fn release_and_extend_by_a_non_owner_are_refused_and_change_nothing() {
     let (_server, client, mut raw) = setup().await;
-    let mutex = client.mutex("owned").unwrap().with_ttl(Duration::from_secs(20)).unwrap();
+    let mutex = client
+        .mutex("owned")
+        .unwrap()
+        .with_ttl(Duration::from_secs(20))
+        .unwrap();
     let guard = mutex.try_lock().await.unwrap();
     let key = mutex.key().clone();
     let stranger = OwnerToken::generate().unwrap();
@@ -99,25 +118,43 @@ async fn release_and_extend_by_a_non_owner_are_refused_and_change_nothing() {
     let ttl_before = pttl(&mut raw, "owned").await;
 
     assert!(!store.release(&key, &stranger).await.unwrap());
-    assert!(!store.extend(&key, &stranger, Ttl::new(Duration::from_secs(600)).unwrap()).await.unwrap());
+    assert!(
+        !store
+            .extend(&key, &stranger, Ttl::new(Duration::from_secs(600)).unwrap())
+            .await
+            .unwrap()
+    );
 
     let stored: String = raw.get("owned").await.unwrap();
     assert_eq!(stored, guard.owner().as_str());
     let ttl_after = pttl(&mut raw, "owned").await;
-    assert!(ttl_after <= ttl_before, "a stranger's extend moved the expiry");
+    assert!(
+        ttl_after <= ttl_before,
+        "a stranger's extend moved the expiry"
+    );
     assert!(guard.release().await.unwrap());
 }
 
 #[tokio::test]
 async fn a_holder_whose_lease_expired_cannot_release_or_extend_the_next_holders_lock() {
     let (_server, client, mut raw) = setup().await;
-    let mutex = client.mutex("expired").unwrap().with_ttl(Duration::from_millis(100)).unwrap();
+    let mutex = client
+        .mutex("expired")
+        .unwrap()
+        .with_ttl(Duration::from_millis(100))
+        .unwrap();
     let mut stale = mutex.try_lock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(stale.validity(), Duration::ZERO);
     assert!(!stale.is_held().await.unwrap());
 
-    let next = mutex.clone().with_ttl(Duration::from_secs(30)).unwrap().try_lock().await.unwrap();
+    let next = mutex
+        .clone()
+        .with_ttl(Duration::from_secs(30))
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap();
     assert!(next.fence() > stale.fence());
     match stale.extend(Duration::from_secs(60)).await {
         Err(Error::LeaseLost { key }) => assert_eq!(key, "expired"),
@@ -132,13 +169,20 @@ async fn a_holder_whose_lease_expired_cannot_release_or_extend_the_next_holders_
 #[tokio::test]
 async fn extend_resets_the_lease_rather_than_adding_to_it() {
     let (_server, client, mut raw) = setup().await;
-    let mutex = client.mutex("extend").unwrap().with_ttl(Duration::from_secs(10)).unwrap();
+    let mutex = client
+        .mutex("extend")
+        .unwrap()
+        .with_ttl(Duration::from_secs(10))
+        .unwrap();
     let mut guard = mutex.try_lock().await.unwrap();
     guard.extend(Duration::from_secs(4)).await.unwrap();
     let left = pttl(&mut raw, "extend").await;
     assert!(left > 3_000 && left <= 4_000, "pttl {left}");
     assert!(guard.validity() <= Duration::from_secs(4));
-    assert!(matches!(guard.extend(Duration::ZERO).await, Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        guard.extend(Duration::ZERO).await,
+        Err(Error::InvalidArgument(_))
+    ));
 }
 
 #[tokio::test]
@@ -159,7 +203,11 @@ async fn fencing_tokens_strictly_increase_also_across_an_empty_restart() {
     for _ in 0..20 {
         let guard = mutex.try_lock().await.unwrap();
         // ...yet tokens keep growing, floored at the server clock.
-        assert!(guard.fence() > last, "{} after restart, {last} before", guard.fence());
+        assert!(
+            guard.fence() > last,
+            "{} after restart, {last} before",
+            guard.fence()
+        );
         last = guard.fence();
         guard.release().await.unwrap();
     }
@@ -186,7 +234,11 @@ async fn the_same_client_keeps_working_after_the_server_restarts() {
 #[tokio::test]
 async fn a_dropped_guard_is_released_in_the_background() {
     let (_server, client, mut raw) = setup().await;
-    let mutex = client.mutex("dropped").unwrap().with_ttl(Duration::from_secs(60)).unwrap();
+    let mutex = client
+        .mutex("dropped")
+        .unwrap()
+        .with_ttl(Duration::from_secs(60))
+        .unwrap();
     drop(mutex.try_lock().await.unwrap());
     assert!(freed_within(&mut raw, "dropped", Duration::from_secs(2)).await);
 }
@@ -194,13 +246,20 @@ async fn a_dropped_guard_is_released_in_the_background() {
 #[tokio::test]
 async fn a_cancelled_acquire_whose_set_lands_after_the_drop_leaves_nothing_held() {
     let (server, client, mut raw) = setup().await;
-    let mutex = client.mutex("cancelled").unwrap().with_ttl(Duration::from_secs(60)).unwrap();
+    let mutex = client
+        .mutex("cancelled")
+        .unwrap()
+        .with_ttl(Duration::from_secs(60))
+        .unwrap();
     // Load the script first: a cold EVALSHA would only fetch NOSCRIPT, never set anything.
     mutex.try_lock().await.unwrap().release().await.unwrap();
     // Freeze Redis so the acquire is on the wire but unanswered when we drop it.
     server.pause().unwrap();
     let attempt = tokio::time::timeout(Duration::from_millis(100), mutex.lock()).await;
-    assert!(attempt.is_err(), "acquire cannot finish while Redis is paused");
+    assert!(
+        attempt.is_err(),
+        "acquire cannot finish while Redis is paused"
+    );
     server.resume().unwrap();
     // Redis now runs the SET, then the background release queued behind it.
     assert!(freed_within(&mut raw, "cancelled", Duration::from_secs(2)).await);
@@ -210,14 +269,23 @@ async fn a_cancelled_acquire_whose_set_lands_after_the_drop_leaves_nothing_held(
 #[tokio::test]
 async fn lock_futures_dropped_at_random_points_never_leave_the_key_held() {
     let (_server, client, mut raw) = setup().await;
-    let mutex = client.mutex("random-drop").unwrap().with_ttl(Duration::from_secs(60)).unwrap();
+    let mutex = client
+        .mutex("random-drop")
+        .unwrap()
+        .with_ttl(Duration::from_secs(60))
+        .unwrap();
     let mut landed = 0;
     for round in 0..300u64 {
         // Half the rounds race a free lock, half a lock that frees itself soon.
         if round % 2 == 1 {
             let _: () = redis::cmd("SET")
-                .arg("random-drop").arg("other").arg("PX").arg(3)
-                .query_async(&mut raw).await.unwrap();
+                .arg("random-drop")
+                .arg("other")
+                .arg("PX")
+                .arg(3)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
         }
         let cancel_after = Duration::from_micros(rand_below(round, 1_500));
         if let Ok(Ok(guard)) = tokio::time::timeout(cancel_after, mutex.lock()).await {
@@ -234,7 +302,9 @@ async fn lock_futures_dropped_at_random_points_never_leave_the_key_held() {
 
 /// A cheap deterministic spread of cancellation points.
 fn rand_below(seed: u64, bound: u64) -> u64 {
-    seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407) % bound
+    seed.wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407)
+        % bound
 }
 
 #[tokio::test]
@@ -244,11 +314,20 @@ async fn a_plain_set_nx_px_holder_and_latchkey_exclude_each_other() {
 
     // Another library (redis-py's Lock, redsync, node-redlock) holds it...
     let taken: Option<String> = redis::cmd("SET")
-        .arg("shared").arg("their-token").arg("NX").arg("PX").arg(5_000)
-        .query_async(&mut raw).await.unwrap();
+        .arg("shared")
+        .arg("their-token")
+        .arg("NX")
+        .arg("PX")
+        .arg(5_000)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
     assert!(taken.is_some());
     match mutex.try_lock().await {
-        Err(Error::Busy { retry_after: Some(left), .. }) => assert!(left <= Duration::from_secs(5)),
+        Err(Error::Busy {
+            retry_after: Some(left),
+            ..
+        }) => assert!(left <= Duration::from_secs(5)),
         other => panic!("expected Busy, got {other:?}"),
     }
     // ...and releases it with its own compare-and-delete; now we get it...
@@ -256,8 +335,14 @@ async fn a_plain_set_nx_px_holder_and_latchkey_exclude_each_other() {
     let guard = mutex.try_lock().await.unwrap();
     // ...and their SET NX PX fails while we hold it.
     let theirs: Option<String> = redis::cmd("SET")
-        .arg("shared").arg("their-token").arg("NX").arg("PX").arg(5_000)
-        .query_async(&mut raw).await.unwrap();
+        .arg("shared")
+        .arg("their-token")
+        .arg("NX")
+        .arg("PX")
+        .arg(5_000)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
     assert!(theirs.is_none());
     assert!(guard.release().await.unwrap());
 }
@@ -274,17 +359,22 @@ async fn prefixes_and_shared_connections_work() {
     let guard = client.mutex("job").unwrap().try_lock().await.unwrap();
     assert_eq!(guard.key().as_str(), "app:job");
     assert!(raw.exists::<_, bool>("app:job").await.unwrap());
-    let fence_key = format!("{{app:job}}:lk:fence");
-    let fence: u64 = raw.get(&fence_key).await.unwrap();
+    let fence_key = "{app:job}:lk:fence";
+    let fence: u64 = raw.get(fence_key).await.unwrap();
     assert_eq!(fence, guard.fence());
     guard.release().await.unwrap();
 
-    let store = latchkey::store::SingleNode::open(&server.url()).await.unwrap();
+    let store = latchkey::store::SingleNode::open(&server.url())
+        .await
+        .unwrap();
     let key = LockKey::new(&Prefix::new("raw:").unwrap(), "k").unwrap();
     let owner = OwnerToken::generate().unwrap();
     let attempt = store.try_acquire(&key, &owner, Ttl::DEFAULT).await.unwrap();
     assert!(matches!(attempt, Attempt::Acquired { .. }));
-    assert!(matches!(store.try_acquire(&key, &owner, Ttl::DEFAULT).await.unwrap(), Attempt::Busy { .. }));
+    assert!(matches!(
+        store.try_acquire(&key, &owner, Ttl::DEFAULT).await.unwrap(),
+        Attempt::Busy { .. }
+    ));
 }
 
 #[test]

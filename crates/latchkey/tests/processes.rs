@@ -37,7 +37,11 @@ fn increment_worker() {
                     .unwrap();
                 for _ in 0..ROUNDS {
                     let guard = mutex.lock_timeout(Duration::from_secs(60)).await.unwrap();
-                    let value: i64 = conn.get::<_, Option<i64>>(COUNTER).await.unwrap().unwrap_or(0);
+                    let value: i64 = conn
+                        .get::<_, Option<i64>>(COUNTER)
+                        .await
+                        .unwrap()
+                        .unwrap_or(0);
                     // Widen the race window: without the lock, others read the same value.
                     tokio::time::sleep(Duration::from_micros(200)).await;
                     let _: () = conn.set(COUNTER, value + 1).await.unwrap();
@@ -83,7 +87,11 @@ fn hold_forever_worker() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async move {
         let client = Client::open(&url).await.unwrap();
-        let guard = client.mutex("crash-lock").unwrap().with_ttl(CRASH_TTL).unwrap();
+        let guard = client
+            .mutex("crash-lock")
+            .unwrap()
+            .with_ttl(CRASH_TTL)
+            .unwrap();
         let guard = guard.try_lock().await.unwrap();
         println!("HELD {}", guard.fence());
         // Long enough to be killed first; short enough that a broken test cannot hang CI.
@@ -115,7 +123,10 @@ async fn a_killed_holder_blocks_until_its_ttl_and_no_longer() {
     // Well inside the TTL the dead holder still excludes us...
     tokio::time::sleep(CRASH_TTL / 2).await;
     match mutex.try_lock().await {
-        Err(Error::Busy { retry_after: Some(left), .. }) => assert!(left <= CRASH_TTL),
+        Err(Error::Busy {
+            retry_after: Some(left),
+            ..
+        }) => assert!(left <= CRASH_TTL),
         other => panic!("expected busy while the dead holder's lease runs, got {other:?}"),
     }
     // ...and once the TTL has run out the lock is free, without anyone releasing it.

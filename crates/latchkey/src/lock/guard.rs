@@ -71,7 +71,12 @@ impl<S: LockStore> MutexGuard<S> {
     pub async fn extend(&mut self, ttl: Duration) -> Result<()> {
         let ttl = Ttl::new(ttl)?;
         let sent = Instant::now();
-        if !self.hold.store.extend(&self.hold.key, &self.hold.owner, ttl).await? {
+        if !self
+            .hold
+            .store
+            .extend(&self.hold.key, &self.hold.owner, ttl)
+            .await?
+        {
             return Err(Error::LeaseLost {
                 key: self.hold.key.to_string(),
             });
@@ -92,7 +97,11 @@ impl<S: LockStore> MutexGuard<S> {
     /// If this fails (Redis unreachable) or is cancelled, the guard still releases
     /// in the background when it is dropped.
     pub async fn release(mut self) -> Result<bool> {
-        let released = self.hold.store.release(&self.hold.key, &self.hold.owner).await?;
+        let released = self
+            .hold
+            .store
+            .release(&self.hold.key, &self.hold.owner)
+            .await?;
         self.hold.disarm();
         Ok(released)
     }

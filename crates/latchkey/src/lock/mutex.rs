@@ -134,7 +134,11 @@ impl<S: LockStore> Mutex<S> {
             // reply is lost) the SET may have landed, and the drop must undo it.
             hold.arm();
             let sent = Instant::now();
-            let attempt = match self.store.try_acquire(&self.key, &hold.owner, self.ttl).await {
+            let attempt = match self
+                .store
+                .try_acquire(&self.key, &hold.owner, self.ttl)
+                .await
+            {
                 Ok(attempt) => attempt,
                 Err(error) => {
                     if !error.outcome_unknown() {

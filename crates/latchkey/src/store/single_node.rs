@@ -70,7 +70,9 @@ impl SingleNode {
     async fn ping(&self) -> Result<()> {
         let mut conn = self.conn.clone();
         let reply: RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
-        reply.map(drop).map_err(|e| Error::from_redis(e, &self.node, ""))
+        reply
+            .map(drop)
+            .map_err(|e| Error::from_redis(e, &self.node, ""))
     }
 
     /// Uses a connection the application already has (shares its socket).
@@ -94,7 +96,11 @@ impl SingleNode {
         &self.node
     }
 
-    async fn run<T: FromRedisValue>(&self, call: &ScriptInvocation<'_>, key: &LockKey) -> Result<T> {
+    async fn run<T: FromRedisValue>(
+        &self,
+        call: &ScriptInvocation<'_>,
+        key: &LockKey,
+    ) -> Result<T> {
         let mut conn = self.conn.clone();
         self.context(call.invoke_async(&mut conn).await, key)
     }
@@ -106,7 +112,9 @@ impl SingleNode {
 
 impl std::fmt::Debug for SingleNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SingleNode").field("node", &self.node).finish()
+        f.debug_struct("SingleNode")
+            .field("node", &self.node)
+            .finish()
     }
 }
 
@@ -154,7 +162,10 @@ impl LockStore for SingleNode {
 /// redis-rs's parse errors can quote the URL, password included; say what is
 /// expected instead of echoing it.
 fn invalid_url(err: &redis::RedisError) -> Error {
-    let what = err.detail().filter(|d| !d.contains('@')).unwrap_or("unparsable URL");
+    let what = err
+        .detail()
+        .filter(|d| !d.contains('@'))
+        .unwrap_or("unparsable URL");
     Error::InvalidArgument(format!(
         "invalid Redis URL ({what}); expected redis://[user:password@]host[:port][/db] or rediss://… for TLS"
     ))

@@ -1,0 +1,85 @@
+//! Exit statuses (sysexits(3)) and the one-line message that goes with each.
+//!
+//! | status | meaning |
+//! |---|---|
+//! | 0  | success |
+//! | 64 | usage: bad flag, argument or value (EX_USAGE) |
+//! | 69 | Redis unreachable, or refused our credentials (EX_UNAVAILABLE) |
+//! | 70 | internal error, or the lease was lost mid-run (EX_SOFTWARE) |
+//! | 75 | the lock stayed busy for the whole wait (EX_TEMPFAIL) |
+
+use std::process::ExitCode;
+
+use latchkey::Error;
+
+pub const USAGE: u8 = 64;
+pub const UNAVAILABLE: u8 = 69;
+pub const SOFTWARE: u8 = 70;
+pub const TEMPFAIL: u8 = 75;
+
+/// Why the command failed: an exit status and one line for stderr.
+#[derive(Debug)]
+pub struct Failure {
+    status: u8,
+    message: String,
+}
+
+impl Failure {
+    pub fn software(message: String) -> Self {
+        Failure {
+            status: SOFTWARE,
+            message,
+        }
+    }
+
+    pub fn unavailable(message: String) -> Self {
+        Failure {
+            status: UNAVAILABLE,
+            message,
+        }
+    }
+
+    /// Prints the message and gives the status to exit with.
+    pub fn report(self) -> ExitCode {
+        eprintln!("latchkey: {}", self.message);
+        ExitCode::from(self.status)
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        let status = match &error {
+            Error::InvalidArgument(_) => USAGE,
+            Error::Unreachable { .. }
+            | Error::AuthFailed { .. }
+            | Error::AclDenied { .. }
+            | Error::ReadOnly { .. } => UNAVAILABLE,
+            Error::Busy { .. } => TEMPFAIL,
+            _ => SOFTWARE,
+        };
+        Failure {
+            status,
+            message: error.to_string(),
+        }
+    }
+}
+
+/// Help and version go to stdout with status 0; a misuse is one line on stderr and 64.
+pub fn usage(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind::{
+        DisplayHelp, DisplayHelpOnMissingArgumentOrSubcommand, DisplayVersion,
+    };
+    if matches!(error.kind(), DisplayHelp | DisplayVersion) {
+        print!("{error}");
+        return ExitCode::SUCCESS;
+    }
+    if error.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
+        eprint!("{error}");
+        return ExitCode::from(USAGE);
+    }
+    let rendered = error.to_string();
+    let first = rendered.lines().next().unwrap_or("invalid usage");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    eprintln!("latchkey: {first} (see `latchkey --help`)");
+    ExitCode::from(USAGE)
+}

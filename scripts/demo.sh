@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Runs the flash-sale demo: 10 buyers race for 5 items, without and with latchkey.
+# Uses Redis at $LATCHKEY_REDIS (default redis://127.0.0.1:6379), or starts a private one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/ensure-redis.sh
+cargo run --quiet --locked --release -p latchkey-cli -- demo flash-sale "$@"
