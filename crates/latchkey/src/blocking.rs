@@ -118,7 +118,7 @@ impl Mutex {
 ///
 /// ```no_run
 /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
-/// let mut guard = mutex.lock()?;
+/// let guard = mutex.lock()?;
 /// guard.extend(std::time::Duration::from_secs(30))?;
 /// assert!(guard.release()?);
 /// # Ok(()) }
@@ -145,8 +145,8 @@ impl MutexGuard {
     }
 
     /// Resets the lease to `ttl`; [`Error::LeaseLost`] if the lock is gone.
-    pub fn extend(&mut self, ttl: Duration) -> Result<()> {
-        let guard = self.inner.as_mut().ok_or_else(released)?;
+    pub fn extend(&self, ttl: Duration) -> Result<()> {
+        let guard = self.inner.as_ref().ok_or_else(released)?;
         block_on(&self.runtime, guard.extend(ttl))?
     }
 

@@ -2,7 +2,7 @@
 //!
 //! A lock named `N` under prefix `P` lives at the key `K = P + N`, a plain string that
 //! holds the owner token. Its companion keys (today the fencing counter) are
-//! `tagged(K) + ":lk:" + kind`, where `tagged(K)` is `K` itself when `K` already has a
+//! `tagged(K) + ":lk:" + kind` (kind: `fence`, `queue`, `leases`, `wake`), where `tagged(K)` is `K` itself when `K` already has a
 //! non-empty hash tag `{…}`, and `{K}` otherwise. So companions always sit in `K`'s
 //! hash slot (Redis Cluster can run the lock's scripts), never equal `K`, and differ
 //! for every lock even when several locks share a hash tag.
@@ -14,7 +14,7 @@ const MAX_NAME_LEN: usize = 1024;
 /// Longest prefix accepted, in bytes.
 const MAX_PREFIX_LEN: usize = 256;
 /// Suffixes of companion keys; a lock name may not end with one.
-const COMPANION_KINDS: [&str; 1] = ["fence"];
+const COMPANION_KINDS: [&str; 4] = ["fence", "queue", "leases", "wake"];
 
 /// A validated key prefix, prepended to every lock name of a client.
 ///
@@ -75,6 +75,9 @@ impl Prefix {
 pub struct LockKey {
     key: String,
     fence: String,
+    queue: String,
+    leases: String,
+    channel: String,
 }
 
 impl LockKey {
@@ -85,6 +88,9 @@ impl LockKey {
         let tagged = tagged(&key)?;
         Ok(LockKey {
             fence: companion(&tagged, "fence"),
+            queue: companion(&tagged, "queue"),
+            leases: companion(&tagged, "leases"),
+            channel: companion(&tagged, "wake"),
             key,
         })
     }
@@ -97,6 +103,21 @@ impl LockKey {
     /// The key of the lock's fencing counter.
     pub(crate) fn fence(&self) -> &str {
         &self.fence
+    }
+
+    /// The sorted set of waiters, in order of arrival.
+    pub(crate) fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// The sorted set of waiter leases (when each waiter counts as dead).
+    pub(crate) fn leases(&self) -> &str {
+        &self.leases
+    }
+
+    /// The pub/sub channel on which waiters hear that it is their turn.
+    pub(crate) fn channel(&self) -> &str {
+        &self.channel
     }
 }
 

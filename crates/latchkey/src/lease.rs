@@ -26,6 +26,11 @@ impl Ttl {
     /// The default lease: 30 s, as Redisson's watchdog and most peers use.
     pub const DEFAULT: Ttl = Ttl(Duration::from_secs(30));
 
+    /// A lease of `millis` ms, for constants; `millis` must be at least 1.
+    pub(crate) const fn from_millis_const(millis: u64) -> Self {
+        Ttl(Duration::from_millis(millis))
+    }
+
     /// Checks that `ttl` is a lease Redis can set.
     pub fn new(ttl: Duration) -> Result<Self> {
         if ttl < Duration::from_millis(1) {
@@ -80,5 +85,40 @@ impl TryFrom<Duration> for Ttl {
 
     fn try_from(ttl: Duration) -> Result<Self> {
         Ttl::new(ttl)
+    }
+}
+
+/// Whether a held lock's lease is renewed in the background.
+///
+/// ```
+/// use std::time::Duration;
+/// use latchkey::{LeaseMode, Ttl};
+///
+/// let fixed = LeaseMode::Fixed(Ttl::new(Duration::from_secs(5))?);
+/// assert_eq!(fixed.ttl().as_millis(), 5_000);
+/// assert_eq!(LeaseMode::default(), LeaseMode::Renewed(Ttl::DEFAULT));
+/// # Ok::<(), latchkey::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseMode {
+    /// The lease runs out `ttl` after the acquire unless the holder extends it.
+    Fixed(Ttl),
+    /// A watchdog renews the lease every `ttl / 3` for as long as the guard lives,
+    /// and fires the guard's `lost` signal if a renewal fails.
+    Renewed(Ttl),
+}
+
+impl LeaseMode {
+    /// The lease length.
+    pub fn ttl(self) -> Ttl {
+        match self {
+            LeaseMode::Fixed(ttl) | LeaseMode::Renewed(ttl) => ttl,
+        }
+    }
+}
+
+impl Default for LeaseMode {
+    fn default() -> Self {
+        LeaseMode::Renewed(Ttl::DEFAULT)
     }
 }

@@ -42,6 +42,6 @@ mod token;
 pub use client::Client;
 pub use error::{Error, Result};
 pub use key::{LockKey, Prefix};
-pub use lease::Ttl;
+pub use lease::{LeaseMode, Ttl};
 pub use lock::{Mutex, MutexGuard};
 pub use token::{OwnerToken, mask_owner};

@@ -39,6 +39,20 @@ impl OwnerToken {
         &self.0
     }
 
+    /// The SHA-1 of the token, in hex: how a release names the waiter it wakes on the
+    /// lock's channel, so the token itself is never published.
+    ///
+    /// ```
+    /// let token = latchkey::OwnerToken::generate()?;
+    /// assert_eq!(token.waiter_id().len(), 40);
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn waiter_id(&self) -> String {
+        sha1_smol::Sha1::from(self.0.as_bytes())
+            .digest()
+            .to_string()
+    }
+
     /// The first 4 hex digits and an ellipsis: enough to tell owners apart in logs.
     pub fn masked(&self) -> String {
         mask(&self.0)

@@ -19,7 +19,7 @@ fn the_blocking_api_takes_extends_and_releases() {
         .unwrap()
         .with_ttl(Duration::from_secs(10))
         .unwrap();
-    let mut guard = mutex.lock_timeout(Duration::from_secs(1)).unwrap();
+    let guard = mutex.lock_timeout(Duration::from_secs(1)).unwrap();
     assert_eq!(mutex.key().as_str(), "sync:job");
     assert!(matches!(mutex.try_lock(), Err(Error::Busy { .. })));
     guard.extend(Duration::from_secs(20)).unwrap();

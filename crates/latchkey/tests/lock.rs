@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use latchkey::store::{Attempt, LockStore};
+use latchkey::store::{AcquireRequest, Attempt, LockStore};
 use latchkey::{Client, Error, LockKey, OwnerToken, Prefix, Ttl};
 use latchkey_testkit::RedisServer;
 use redis::AsyncCommands;
@@ -117,7 +117,7 @@ async fn release_and_extend_by_a_non_owner_are_refused_and_change_nothing() {
     let store = client.store();
     let ttl_before = pttl(&mut raw, "owned").await;
 
-    assert!(!store.release(&key, &stranger).await.unwrap());
+    assert!(!store.release(&key, &stranger, true).await.unwrap());
     assert!(
         !store
             .extend(&key, &stranger, Ttl::new(Duration::from_secs(600)).unwrap())
@@ -143,7 +143,7 @@ async fn a_holder_whose_lease_expired_cannot_release_or_extend_the_next_holders_
         .unwrap()
         .with_ttl(Duration::from_millis(100))
         .unwrap();
-    let mut stale = mutex.try_lock().await.unwrap();
+    let stale = mutex.try_lock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(stale.validity(), Duration::ZERO);
     assert!(!stale.is_held().await.unwrap());
@@ -174,7 +174,7 @@ async fn extend_resets_the_lease_rather_than_adding_to_it() {
         .unwrap()
         .with_ttl(Duration::from_secs(10))
         .unwrap();
-    let mut guard = mutex.try_lock().await.unwrap();
+    let guard = mutex.try_lock().await.unwrap();
     guard.extend(Duration::from_secs(4)).await.unwrap();
     let left = pttl(&mut raw, "extend").await;
     assert!(left > 3_000 && left <= 4_000, "pttl {left}");
@@ -369,12 +369,16 @@ async fn prefixes_and_shared_connections_work() {
         .unwrap();
     let key = LockKey::new(&Prefix::new("raw:").unwrap(), "k").unwrap();
     let owner = OwnerToken::generate().unwrap();
-    let attempt = store.try_acquire(&key, &owner, Ttl::DEFAULT).await.unwrap();
+    let once = AcquireRequest {
+        ttl: Ttl::DEFAULT,
+        fair: false,
+        queue_lease: None,
+    };
+    let attempt = store.try_acquire(&key, &owner, once).await.unwrap();
     assert!(matches!(attempt, Attempt::Acquired { .. }));
-    assert!(matches!(
-        store.try_acquire(&key, &owner, Ttl::DEFAULT).await.unwrap(),
-        Attempt::Busy { .. }
-    ));
+    let stranger = OwnerToken::generate().unwrap();
+    let again = store.try_acquire(&key, &stranger, once).await.unwrap();
+    assert!(matches!(again, Attempt::Busy { .. }));
 }
 
 #[test]

@@ -1,11 +1,16 @@
 //! The guard: proof of holding a lock, for as long as it lives.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::release_on_drop::ReleaseOnDrop;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use super::held::{Held, LeaseState};
+use super::waiter::Won;
+use super::watchdog;
 use crate::error::{Error, Result};
 use crate::key::LockKey;
-use crate::lease::Ttl;
+use crate::lease::{LeaseMode, Ttl};
 use crate::store::{LockStore, SingleNode};
 use crate::token::OwnerToken;
 
@@ -17,28 +22,67 @@ use crate::token::OwnerToken;
 ///
 /// ```no_run
 /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
-/// let mut guard = mutex.lock().await?;
+/// let guard = mutex.lock().await?;
 /// let token = guard.fence(); // hand this to the resource you write to
-/// if guard.validity() < std::time::Duration::from_secs(5) {
-///     guard.extend(std::time::Duration::from_secs(30)).await?;
+/// tokio::select! {
+///     () = guard.lost() => eprintln!("lease lost: stop writing"),
+///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
 /// }
 /// let was_ours = guard.release().await?;
 /// # Ok(()) }
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct MutexGuard<S: LockStore = SingleNode> {
-    hold: ReleaseOnDrop<S>,
-    fence: u64,
-    valid_until: Instant,
+    held: Arc<Held<S>>,
 }
 
 impl<S: LockStore> MutexGuard<S> {
-    pub(crate) fn new(hold: ReleaseOnDrop<S>, fence: u64, ttl: Ttl, sent: Instant) -> Self {
+    pub(crate) fn new(won: Won<S>, lease: LeaseMode) -> Self {
+        let Won { hold, fence, sent } = won;
+        let state = Arc::new(LeaseState::new(lease.ttl(), sent));
+        let renew = matches!(lease, LeaseMode::Renewed(_));
+        let watchdog = watchdog::spawn(
+            hold.store.clone(),
+            hold.key.clone(),
+            hold.owner.clone(),
+            state.clone(),
+            renew,
+        );
         MutexGuard {
-            hold,
-            fence,
-            valid_until: ttl.valid_until(sent),
+            held: Arc::new(Held {
+                watchdog,
+                hold,
+                fence,
+                lease: state,
+            }),
         }
+    }
+
+    /// Takes the lock again through this guard: the same owner, no round trip. The
+    /// lock is released when the last of the guards goes.
+    ///
+    /// "The same owner" in async code is whoever holds a guard, not a thread or a task
+    /// (a task can move between threads, and one logical owner can span several
+    /// tasks): to re-enter, pass the guard (or a reference to it) down the call chain.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let outer = mutex.lock().await?;
+    /// let inner = outer.reenter();
+    /// assert_eq!(outer.hold_count(), 2);
+    /// inner.release().await?; // still held by `outer`
+    /// outer.release().await?; // now free
+    /// # Ok(()) }
+    /// ```
+    pub fn reenter(&self) -> Self {
+        MutexGuard {
+            held: self.held.clone(),
+        }
+    }
+
+    /// How many guards hold this acquisition (1 unless re-entered).
+    pub fn hold_count(&self) -> usize {
+        Arc::strong_count(&self.held)
     }
 
     /// The fencing token: strictly larger than that of every earlier holder of this
@@ -46,74 +90,91 @@ impl<S: LockStore> MutexGuard<S> {
     /// refuse tokens lower than the highest it has seen; a holder that stalled past
     /// its lease then cannot overwrite the next holder's work.
     pub fn fence(&self) -> u64 {
-        self.fence
+        self.held.fence
     }
 
     /// The lock's Redis key.
     pub fn key(&self) -> &LockKey {
-        &self.hold.key
+        &self.held.hold.key
     }
 
     /// This holder's owner token (its `Debug` output is masked).
     pub fn owner(&self) -> &OwnerToken {
-        &self.hold.owner
+        &self.held.hold.owner
     }
 
     /// How much longer the lease surely lasts, by our own clock: the TTL counted from
-    /// when the acquire (or last extend) was *sent*, less a 1 % + 2 ms drift allowance.
-    /// Zero once that time has passed. No round trip.
+    /// when the acquire (or last renewal) was *sent*, less a 1 % + 2 ms drift
+    /// allowance. Zero once that time has passed. No round trip.
     pub fn validity(&self) -> Duration {
-        self.valid_until.saturating_duration_since(Instant::now())
+        self.held.lease.validity()
+    }
+
+    /// Resolves as soon as the lease is known lost: a renewal found the lock taken,
+    /// Redis did not answer before the lease ran out, or a fixed lease expired.
+    /// Select on it to stop work the lock no longer protects.
+    pub fn lost(&self) -> WaitForCancellationFutureOwned {
+        self.held.lease.lost().clone().cancelled_owned()
+    }
+
+    /// The `lost` signal as a token, to hand to code that takes a `CancellationToken`.
+    pub fn lost_token(&self) -> CancellationToken {
+        self.held.lease.lost().clone()
+    }
+
+    /// Whether the `lost` signal has fired.
+    pub fn is_lost(&self) -> bool {
+        self.held.lease.lost().is_cancelled()
     }
 
     /// Resets the lease to `ttl` from now (it is reset, not added to).
     /// [`Error::LeaseLost`] if the lock is no longer ours.
-    pub async fn extend(&mut self, ttl: Duration) -> Result<()> {
+    pub async fn extend(&self, ttl: Duration) -> Result<()> {
         let ttl = Ttl::new(ttl)?;
         let sent = Instant::now();
-        if !self
-            .hold
-            .store
-            .extend(&self.hold.key, &self.hold.owner, ttl)
-            .await?
-        {
+        let hold = &self.held.hold;
+        if !hold.store.extend(&hold.key, &hold.owner, ttl).await? {
+            self.held.lease.lose();
             return Err(Error::LeaseLost {
-                key: self.hold.key.to_string(),
+                key: hold.key.to_string(),
             });
         }
-        self.valid_until = ttl.valid_until(sent);
+        self.held.lease.renewed(ttl, sent);
         Ok(())
     }
 
     /// Asks Redis whether the lock still holds our owner token.
     pub async fn is_held(&self) -> Result<bool> {
-        let holder = self.hold.store.owner(&self.hold.key).await?;
-        Ok(holder.as_deref() == Some(self.hold.owner.as_str()))
+        let hold = &self.held.hold;
+        let holder = hold.store.owner(&hold.key).await?;
+        Ok(holder.as_deref() == Some(hold.owner.as_str()))
     }
 
-    /// Frees the lock. `Ok(true)` when it was still ours; `Ok(false)` when it had
-    /// expired or been broken, i.e. the critical section ran (partly) unprotected.
+    /// Gives up this guard. The last guard of an acquisition frees the lock (handing
+    /// it to the next fair waiter, if any); `Ok(true)` when it was still ours,
+    /// `Ok(false)` when it had expired or been broken, i.e. the critical section ran
+    /// (partly) unprotected. A re-entered guard only drops its count.
     ///
-    /// If this fails (Redis unreachable) or is cancelled, the guard still releases
-    /// in the background when it is dropped.
-    pub async fn release(mut self) -> Result<bool> {
-        let released = self
-            .hold
-            .store
-            .release(&self.hold.key, &self.hold.owner)
-            .await?;
-        self.hold.disarm();
-        Ok(released)
+    /// If this fails (Redis unreachable) or is cancelled, the lock is still released
+    /// in the background.
+    pub async fn release(self) -> Result<bool> {
+        let mut held = match Arc::try_unwrap(self.held) {
+            Ok(held) => held,
+            Err(shared) => return Ok(!shared.lease.lost().is_cancelled()),
+        };
+        held.stop_renewing();
+        held.hold.release().await
     }
 }
 
 impl<S: LockStore> std::fmt::Debug for MutexGuard<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MutexGuard")
-            .field("key", &self.hold.key.as_str())
-            .field("owner", &self.hold.owner)
-            .field("fence", &self.fence)
+            .field("key", &self.key().as_str())
+            .field("owner", self.owner())
+            .field("fence", &self.fence())
             .field("validity", &self.validity())
+            .field("lost", &self.is_lost())
             .finish()
     }
 }

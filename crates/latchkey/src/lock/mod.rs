@@ -1,10 +1,13 @@
 //! The lock on top of a [`LockStore`](crate::store::LockStore): the handle, the guard
-//! whose life is the critical section, and how a waiter waits.
+//! whose life is the critical section, how a waiter waits, and the watchdog.
 
 mod backoff;
 mod guard;
+mod held;
 mod mutex;
 mod release_on_drop;
+mod waiter;
+mod watchdog;
 
 pub use guard::MutexGuard;
 pub use mutex::Mutex;

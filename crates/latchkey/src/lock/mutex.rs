@@ -2,27 +2,36 @@
 
 use std::time::{Duration, Instant};
 
-use super::backoff::Backoff;
 use super::guard::MutexGuard;
-use super::release_on_drop::ReleaseOnDrop;
+use super::waiter::{self, Wait};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
-use crate::lease::Ttl;
-use crate::store::{Attempt, LockStore, SingleNode};
-use crate::token::OwnerToken;
+use crate::lease::{LeaseMode, Ttl};
+use crate::store::{LockStore, SingleNode};
+
+/// How long a queued waiter counts as alive without trying again. It tries again at
+/// least every third of this, so only a dead (or frozen) waiter outlives it.
+const DEFAULT_WAITER_LEASE: Ttl = Ttl::from_millis_const(3_000);
 
 /// A distributed mutex: a handle to one named lock, cheap to clone.
 ///
 /// Like `tokio::sync::Mutex`, taking it returns a guard whose life is the critical
 /// section. Unlike an in-process mutex, the hold is a *lease*: Redis frees the lock
-/// when the TTL ends, so a crashed holder cannot block everybody forever.
+/// when it runs out, so a crashed holder cannot block everybody forever. By default a
+/// watchdog renews the 30 s lease while the guard lives ([`LeaseMode::Renewed`]);
+/// [`with_ttl`](Self::with_ttl) sets a fixed lease instead.
+///
+/// Waiters do not poll: a release wakes exactly one of them through Redis pub/sub.
+/// By default the lock is *plain*: a newcomer may take a free lock ahead of waiters
+/// (fastest). [`fair`](Self::fair) makes it FIFO: a release hands the lock straight to
+/// the oldest live waiter, across all processes.
 ///
 /// ```no_run
 /// use std::time::Duration;
 ///
 /// # async fn demo() -> latchkey::Result<()> {
 /// let client = latchkey::Client::open("redis://127.0.0.1:6379").await?;
-/// let mutex = client.mutex("reports:nightly")?.with_ttl(Duration::from_secs(60))?;
+/// let mutex = client.mutex("reports:nightly")?.fair();
 ///
 /// let guard = mutex.lock_timeout(Duration::from_secs(5)).await?;
 /// println!("fencing token {}", guard.fence());
@@ -33,21 +42,26 @@ use crate::token::OwnerToken;
 pub struct Mutex<S = SingleNode> {
     store: S,
     key: LockKey,
-    ttl: Ttl,
+    lease: LeaseMode,
+    fair: bool,
+    waiter_lease: Ttl,
 }
 
 impl<S: LockStore> Mutex<S> {
-    /// A handle to the lock at `key` with the default lease ([`Ttl::DEFAULT`]).
+    /// A handle to the lock at `key`: plain, with a renewed 30 s lease.
     /// Usually made by [`Client::mutex`](crate::Client::mutex).
     pub fn new(store: S, key: LockKey) -> Self {
         Mutex {
             store,
             key,
-            ttl: Ttl::DEFAULT,
+            lease: LeaseMode::default(),
+            fair: false,
+            waiter_lease: DEFAULT_WAITER_LEASE,
         }
     }
 
-    /// The same lock with another lease length.
+    /// The same lock with a fixed lease of `ttl`: nothing renews it; the guard's
+    /// `lost` signal fires when it runs out.
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
@@ -55,7 +69,45 @@ impl<S: LockStore> Mutex<S> {
     /// # Ok(()) }
     /// ```
     pub fn with_ttl(mut self, ttl: Duration) -> Result<Self> {
-        self.ttl = Ttl::new(ttl)?;
+        self.lease = LeaseMode::Fixed(Ttl::new(ttl)?);
+        Ok(self)
+    }
+
+    /// The same lock with a lease of `ttl` that a watchdog renews every `ttl / 3`
+    /// while the guard lives (the default, with 30 s).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let mutex = client.mutex("etl")?.with_watchdog(std::time::Duration::from_secs(10))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_watchdog(mut self, ttl: Duration) -> Result<Self> {
+        self.lease = LeaseMode::Renewed(Ttl::new(ttl)?);
+        Ok(self)
+    }
+
+    /// The same lock, FIFO: waiters get it in order of arrival, across processes.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let mutex = client.mutex("printer")?.fair();
+    /// # Ok(()) }
+    /// ```
+    pub fn fair(mut self) -> Self {
+        self.fair = true;
+        self
+    }
+
+    /// How long a waiter that stopped trying (it crashed or froze) keeps its place in
+    /// the queue; default 3 s. A dead waiter delays the others by at most this.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let mutex = client.mutex("q")?.with_waiter_lease(std::time::Duration::from_secs(1))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_waiter_lease(mut self, lease: Duration) -> Result<Self> {
+        self.waiter_lease = Ttl::new(lease)?;
         Ok(self)
     }
 
@@ -65,8 +117,8 @@ impl<S: LockStore> Mutex<S> {
     }
 
     /// The lease each acquisition gets.
-    pub fn ttl(&self) -> Ttl {
-        self.ttl
+    pub fn lease(&self) -> LeaseMode {
+        self.lease
     }
 
     /// Takes the lock if it is free, in one round trip; [`Error::Busy`] if not.
@@ -87,7 +139,8 @@ impl<S: LockStore> Mutex<S> {
     /// Waits until the lock is ours, for as long as it takes.
     ///
     /// Cancel-safe: dropping the future (for example under `tokio::time::timeout`)
-    /// leaves no lock behind, even if the acquire had already reached Redis.
+    /// leaves no lock behind and leaves the wait queue, even if the acquire had
+    /// already reached Redis.
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
@@ -111,6 +164,36 @@ impl<S: LockStore> Mutex<S> {
         self.acquire(Instant::now().checked_add(wait)).await
     }
 
+    /// Runs `work` under the lock and releases it after. If the lease is lost while
+    /// `work` runs, `work` is cancelled (dropped at its next `.await`) and the result
+    /// is [`Error::LeaseLost`]. Waits for the lock without limit, like [`lock`](Self::lock).
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let total = mutex.with_lock(async |guard| {
+    ///     println!("fence {}", guard.fence());
+    ///     42
+    /// }).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_lock<T>(&self, work: impl AsyncFnOnce(&MutexGuard<S>) -> T) -> Result<T> {
+        let guard = self.lock().await?;
+        let outcome = {
+            let lost = guard.lost();
+            let work = work(&guard);
+            tokio::select! {
+                biased;
+                value = work => Some(value),
+                () = lost => None,
+            }
+        };
+        let key = self.key.to_string();
+        match outcome {
+            Some(value) if guard.release().await? => Ok(value),
+            _ => Err(Error::LeaseLost { key }),
+        }
+    }
+
     /// Whether anybody (latchkey or another library) holds the lock right now.
     ///
     /// ```no_run
@@ -122,52 +205,14 @@ impl<S: LockStore> Mutex<S> {
         Ok(self.store.owner(&self.key).await?.is_some())
     }
 
-    /// Attempts until the lock is ours or `deadline` passes, sleeping with backoff
-    /// in between.
     async fn acquire(&self, deadline: Option<Instant>) -> Result<MutexGuard<S>> {
-        let started = Instant::now();
-        let owner = OwnerToken::generate()?;
-        let mut hold = ReleaseOnDrop::new(self.store.clone(), self.key.clone(), owner);
-        let mut backoff = Backoff::default();
-        loop {
-            // Armed while a request is in flight: if this future is dropped (or the
-            // reply is lost) the SET may have landed, and the drop must undo it.
-            hold.arm();
-            let sent = Instant::now();
-            let attempt = match self
-                .store
-                .try_acquire(&self.key, &hold.owner, self.ttl)
-                .await
-            {
-                Ok(attempt) => attempt,
-                Err(error) => {
-                    if !error.outcome_unknown() {
-                        hold.disarm();
-                    }
-                    return Err(error);
-                }
-            };
-            let pttl = match attempt {
-                Attempt::Acquired { fence } => {
-                    return Ok(MutexGuard::new(hold, fence, self.ttl, sent));
-                }
-                Attempt::Busy { pttl } => pttl,
-            };
-            hold.disarm();
-            let pause = backoff.next_pause(pttl);
-            let now = Instant::now();
-            let pause = match deadline {
-                None => pause,
-                Some(deadline) if deadline <= now => {
-                    return Err(Error::Busy {
-                        key: self.key.to_string(),
-                        waited: started.elapsed(),
-                        retry_after: pttl,
-                    });
-                }
-                Some(deadline) => pause.min(deadline - now),
-            };
-            tokio::time::sleep(pause).await;
-        }
+        let wait = Wait {
+            ttl: self.lease.ttl(),
+            fair: self.fair,
+            waiter_lease: self.waiter_lease,
+            deadline,
+        };
+        let won = waiter::acquire(&self.store, &self.key, wait).await?;
+        Ok(MutexGuard::new(won, self.lease))
     }
 }

@@ -9,13 +9,8 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// Set the owner token with PX, bump the fencing counter; or report the PTTL.
-pub(crate) static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("acquire.lua")));
-
-/// Compare-and-delete.
-pub(crate) static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("release.lua")));
+/// Take (or claim a handed-over lock), join the wait queue, release and hand over.
+pub(crate) static LOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lock.lua")));
 
 /// Compare-and-PEXPIRE (resets the lease).
 pub(crate) static EXTEND: LazyLock<Script> =

@@ -6,12 +6,14 @@
 
 mod connection;
 mod single_node;
+mod subscriber;
 
 use std::future::Future;
 use std::time::Duration;
 
 pub use connection::Connection;
 pub use single_node::SingleNode;
+pub use subscriber::Watch;
 
 use crate::error::Result;
 use crate::key::LockKey;
@@ -39,39 +41,64 @@ pub enum Attempt {
     },
 }
 
+/// What one acquire attempt asks for.
+///
+/// ```
+/// use latchkey::store::AcquireRequest;
+/// let once = AcquireRequest { ttl: latchkey::Ttl::DEFAULT, fair: false, queue_lease: None };
+/// assert!(once.queue_lease.is_none());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AcquireRequest {
+    /// The lease to hold the lock for.
+    pub ttl: Ttl,
+    /// Fair (FIFO) waiters never overtake live waiters queued before them; plain
+    /// ones may take a free lock whoever waits.
+    pub fair: bool,
+    /// `Some(lease)`: join (or stay in) the lock's wait queue, as a waiter that
+    /// counts as dead if it does not try again within `lease`. `None`: just try.
+    pub queue_lease: Option<Ttl>,
+}
+
 /// The atomic operations behind a lock.
 ///
 /// Every method is one atomic step on the server side; implementations map server
 /// errors to [`crate::Error`] with the node and key for context.
 ///
 /// ```no_run
-/// use latchkey::store::{Attempt, LockStore, SingleNode};
+/// use latchkey::store::{AcquireRequest, Attempt, LockStore, SingleNode};
 /// use latchkey::{LockKey, OwnerToken, Prefix, Ttl};
 ///
 /// # async fn demo() -> latchkey::Result<()> {
 /// let store = SingleNode::open("redis://127.0.0.1:6379").await?;
 /// let key = LockKey::new(&Prefix::default(), "raw-demo")?;
 /// let me = OwnerToken::generate()?;
-/// if let Attempt::Acquired { fence } = store.try_acquire(&key, &me, Ttl::DEFAULT).await? {
+/// let once = AcquireRequest { ttl: Ttl::DEFAULT, fair: false, queue_lease: None };
+/// if let Attempt::Acquired { fence } = store.try_acquire(&key, &me, once).await? {
 ///     println!("fence {fence}");
-///     store.release(&key, &me).await?;
+///     store.release(&key, &me, false).await?;
 /// }
 /// # Ok(()) }
 /// ```
 pub trait LockStore: Clone + Send + Sync + 'static {
-    /// Sets `owner` on `key` with a lease of `ttl` if the key is free.
+    /// Sets `owner` on `key` if the key is free (and, for a fair request, nobody
+    /// waits ahead), or claims a lock a release handed to `owner`; otherwise queues
+    /// `owner` if asked to.
     fn try_acquire(
         &self,
         key: &LockKey,
         owner: &OwnerToken,
-        ttl: Ttl,
+        request: AcquireRequest,
     ) -> impl Future<Output = Result<Attempt>> + Send;
 
-    /// Deletes `key` if it holds `owner`; true when it did.
+    /// Frees `key` if it holds `owner`, handing it to the oldest live fair waiter or
+    /// waking one plain waiter; true when it was `owner`'s. With `leaving`, first
+    /// takes `owner` out of the wait queue (a waiter that gives up or is cancelled).
     fn release(
         &self,
         key: &LockKey,
         owner: &OwnerToken,
+        leaving: bool,
     ) -> impl Future<Output = Result<bool>> + Send;
 
     /// Resets `key`'s lease to `ttl` if it holds `owner`; true when it did.
@@ -84,4 +111,14 @@ pub trait LockStore: Clone + Send + Sync + 'static {
 
     /// The value the lock key holds now (the holder's token), if any.
     fn owner(&self, key: &LockKey) -> impl Future<Output = Result<Option<String>>> + Send;
+
+    /// Starts listening for the wake-up a release sends `owner` on `key`'s channel.
+    /// Returns once the subscription is confirmed, so no wake-up sent after it is
+    /// missed. A store without pub/sub returns a [`Watch`] that never fires; waiters
+    /// then fall back to re-checking on a timer.
+    fn watch(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+    ) -> impl Future<Output = Result<Watch>> + Send;
 }

@@ -6,7 +6,8 @@ use std::time::Duration;
 use redis::aio::ConnectionManagerConfig;
 use redis::{FromRedisValue, RedisResult, ScriptInvocation};
 
-use super::{Attempt, Connection, LockStore};
+use super::subscriber::Subscriber;
+use super::{AcquireRequest, Attempt, Connection, LockStore, Watch};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::Ttl;
@@ -34,6 +35,8 @@ const UNNAMED_NODE: &str = "(caller's connection)";
 pub struct SingleNode {
     conn: Connection,
     node: Arc<str>,
+    // None for a caller's connection: we have no client to open a subscriber with.
+    subscriber: Option<Subscriber>,
 }
 
 impl SingleNode {
@@ -59,6 +62,7 @@ impl SingleNode {
             .map_err(|e| Error::from_redis(e, &node, ""))?;
         let store = SingleNode {
             conn: conn.into(),
+            subscriber: Some(Subscriber::new(client, node.clone())),
             node,
         };
         store.ping().await?;
@@ -77,6 +81,10 @@ impl SingleNode {
 
     /// Uses a connection the application already has (shares its socket).
     ///
+    /// Such a store has no subscriber connection of its own, so waiters re-check the
+    /// lock with backoff instead of being woken; add one with
+    /// [`with_subscriber`](Self::with_subscriber).
+    ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     /// let redis = redis::Client::open("redis://127.0.0.1:6379")?;
@@ -88,7 +96,23 @@ impl SingleNode {
         SingleNode {
             conn: conn.into(),
             node: UNNAMED_NODE.into(),
+            subscriber: None,
         }
+    }
+
+    /// Lets waiters be woken through one pub/sub connection opened from `client`
+    /// (which should point at the same server as the store's connection).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let conn = redis.get_multiplexed_async_connection().await?;
+    /// let store = latchkey::store::SingleNode::from_connection(conn).with_subscriber(redis);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_subscriber(mut self, client: redis::Client) -> Self {
+        self.subscriber = Some(Subscriber::new(client, self.node.clone()));
+        self
     }
 
     /// The server's address, as shown in errors (never with credentials).
@@ -119,12 +143,18 @@ impl std::fmt::Debug for SingleNode {
 }
 
 impl LockStore for SingleNode {
-    async fn try_acquire(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<Attempt> {
-        let mut call = scripts::ACQUIRE.prepare_invoke();
-        call.key(key.as_str())
-            .key(key.fence())
+    async fn try_acquire(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        request: AcquireRequest,
+    ) -> Result<Attempt> {
+        let mut call = lock_script(key);
+        call.arg("acquire")
             .arg(owner.as_str())
-            .arg(ttl.as_millis());
+            .arg(request.ttl.as_millis())
+            .arg(if request.fair { "f" } else { "p" })
+            .arg(request.queue_lease.map_or(0, Ttl::as_millis));
         let (taken, value): (i64, i64) = self.run(&call, key).await?;
         if taken == 1 {
             return Ok(Attempt::Acquired {
@@ -135,9 +165,11 @@ impl LockStore for SingleNode {
         Ok(Attempt::Busy { pttl })
     }
 
-    async fn release(&self, key: &LockKey, owner: &OwnerToken) -> Result<bool> {
-        let mut call = scripts::RELEASE.prepare_invoke();
-        call.key(key.as_str()).arg(owner.as_str());
+    async fn release(&self, key: &LockKey, owner: &OwnerToken, leaving: bool) -> Result<bool> {
+        let mut call = lock_script(key);
+        call.arg("release")
+            .arg(owner.as_str())
+            .arg(if leaving { "1" } else { "0" });
         self.run(&call, key).await
     }
 
@@ -157,6 +189,24 @@ impl LockStore for SingleNode {
             .await;
         self.context(reply, key)
     }
+
+    async fn watch(&self, key: &LockKey, owner: &OwnerToken) -> Result<Watch> {
+        match &self.subscriber {
+            Some(subscriber) => subscriber.watch(key.channel(), owner.waiter_id()).await,
+            None => Ok(Watch::never()),
+        }
+    }
+}
+
+/// `lock.lua` with the lock's five keys, ready for its operation's arguments.
+fn lock_script(key: &LockKey) -> ScriptInvocation<'static> {
+    let mut call = scripts::LOCK.prepare_invoke();
+    call.key(key.as_str())
+        .key(key.fence())
+        .key(key.queue())
+        .key(key.leases())
+        .key(key.channel());
+    call
 }
 
 /// redis-rs's parse errors can quote the URL, password included; say what is

@@ -1,0 +1,68 @@
+//! What every guard of one acquisition shares: the hold, the fence, the lease.
+
+use std::sync::Mutex as StdMutex;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::release_on_drop::ReleaseOnDrop;
+use crate::lease::Ttl;
+use crate::store::LockStore;
+
+/// One acquisition. Reentrant guards share it through an `Arc`; the last one to go
+/// releases the lock (explicitly, or in the background on drop).
+pub(crate) struct Held<S: LockStore> {
+    // Declared first so it drops first: renewal stops before the release is sent.
+    pub(crate) watchdog: Option<DropGuard>,
+    pub(crate) hold: ReleaseOnDrop<S>,
+    pub(crate) fence: u64,
+    pub(crate) lease: std::sync::Arc<LeaseState>,
+}
+
+impl<S: LockStore> Held<S> {
+    /// Stops the watchdog at once; it sends no renewal after this returns.
+    pub(crate) fn stop_renewing(&mut self) {
+        drop(self.watchdog.take());
+    }
+}
+
+/// How long the lease surely lasts, and whether it was lost.
+#[derive(Debug)]
+pub(crate) struct LeaseState {
+    pub(crate) ttl: Ttl,
+    valid_until: StdMutex<Instant>,
+    lost: CancellationToken,
+}
+
+impl LeaseState {
+    /// A lease granted for a request sent at `sent`.
+    pub(crate) fn new(ttl: Ttl, sent: Instant) -> Self {
+        LeaseState {
+            ttl,
+            valid_until: StdMutex::new(ttl.valid_until(sent)),
+            lost: CancellationToken::new(),
+        }
+    }
+
+    pub(crate) fn valid_until(&self) -> Instant {
+        *self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn validity(&self) -> Duration {
+        self.valid_until().saturating_duration_since(Instant::now())
+    }
+
+    /// Redis reset the lease to `ttl` for a request sent at `sent`.
+    pub(crate) fn renewed(&self, ttl: Ttl, sent: Instant) {
+        *self.valid_until.lock().unwrap_or_else(|p| p.into_inner()) = ttl.valid_until(sent);
+    }
+
+    /// The lease is gone: tell the holder.
+    pub(crate) fn lose(&self) {
+        self.lost.cancel();
+    }
+
+    pub(crate) fn lost(&self) -> &CancellationToken {
+        &self.lost
+    }
+}

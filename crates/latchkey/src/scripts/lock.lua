@@ -1,0 +1,145 @@
+-- The lock's state machine: take, wait in line, hand over, release.
+--
+-- KEYS[1]  the lock key: exactly the owner token with a PX expiry, the layout of the
+--          plain `SET key token NX PX ttl` pattern, so redis-py's Lock, redsync,
+--          node-redlock and latchkey on the same key exclude each other.
+-- KEYS[2]  the fencing counter.
+-- KEYS[3]  the wait queue: a sorted set of waiters by arrival (score = server µs);
+--          each member is the waiter's mode ('f' fair, 'p' plain) and owner token.
+-- KEYS[4]  the waiters' leases: the same members, score = when the lease ends (ms).
+-- KEYS[5]  the pub/sub channel on which a waiter hears "you're next" (the SHA-1 of
+--          its token, so the token itself never crosses the channel).
+-- All five share a hash slot.
+--
+-- ARGV[1] is the operation:
+--   'acquire' token ttl_ms mode wait_ms
+--        mode 'f' or 'p'; wait_ms 0 = just try, > 0 = join or stay in the queue with
+--        a waiter lease of wait_ms. Returns {1, fence} when the lock is ours and
+--        {0, pttl} when not (pttl -1: held without expiry).
+--   'release' token leaving
+--        leaving '1' = the caller may be queued: leave the queue first. Returns 1 if
+--        the lock was ours (and is now handed over or free), else 0.
+
+local lock, fence_key, queue, leases, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+-- The server clock in µs and in ms (µs stay below 2^53, exact in a Lua number).
+local function server_time()
+  local t = redis.call('TIME')
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return us, math.floor(us / 1000)
+end
+
+-- The next fencing token. The counter is lost when a server that keeps nothing on
+-- disk restarts; INCR then answers 1, and flooring at the server clock (µs) keeps
+-- tokens strictly increasing anyway. Returns nil (after undoing the lock) if the
+-- counter key holds something INCR cannot use.
+local function next_fence()
+  local fence = redis.pcall('INCR', fence_key)
+  if type(fence) == 'table' then
+    return nil, fence
+  end
+  if fence == 1 then
+    fence = server_time()
+    redis.call('SET', fence_key, string.format('%d', fence))
+  end
+  return fence
+end
+
+local function leave_queue(member)
+  redis.call('ZREM', queue, member)
+  redis.call('ZREM', leases, member)
+end
+
+-- The oldest waiter whose lease has not ended; dead ones are dropped on the way, so
+-- a crashed waiter delays the line by at most its waiter lease.
+local function next_live_waiter()
+  local now
+  while true do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then
+      return nil
+    end
+    if not now then
+      local _, ms = server_time()
+      now = ms
+    end
+    local ends = tonumber(redis.call('ZSCORE', leases, head) or 0)
+    if ends > now then
+      return head, ends - now
+    end
+    leave_queue(head)
+  end
+end
+
+local function granted(member, queued)
+  local fence, err = next_fence()
+  if not fence then
+    redis.call('DEL', lock)
+    return err
+  end
+  if queued then
+    leave_queue(member)
+  end
+  return {1, fence}
+end
+
+local function acquire(token, ttl, mode, wait_ms)
+  local member = mode .. token
+  local queued = wait_ms > 0
+  local holder = redis.call('GET', lock)
+  -- A release handed the lock to us with a short lease: claim it with our own.
+  if holder == token then
+    redis.call('PEXPIRE', lock, ttl)
+    return granted(member, false)
+  end
+  if not holder then
+    -- Plain waiters may barge; fair ones only take a free lock nobody waits ahead for.
+    local head = mode == 'f' and next_live_waiter()
+    if not head or head == member then
+      redis.call('SET', lock, token, 'PX', ttl)
+      return granted(member, queued)
+    end
+  end
+  if queued then
+    -- NX keeps a waiter's place in line when it renews its lease.
+    local us, ms = server_time()
+    redis.call('ZADD', queue, 'NX', us, member)
+    redis.call('ZADD', leases, ms + wait_ms, member)
+  end
+  return {0, redis.call('PTTL', lock)}
+end
+
+local function release(token, leaving)
+  if leaving == '1' then
+    leave_queue('f' .. token)
+    leave_queue('p' .. token)
+  end
+  if redis.call('GET', lock) ~= token then
+    return 0
+  end
+  local waiter, lease_left = next_live_waiter()
+  if not waiter then
+    redis.call('DEL', lock)
+    return 1
+  end
+  leave_queue(waiter)
+  local waiter_token = string.sub(waiter, 2)
+  if string.sub(waiter, 1, 1) == 'f' then
+    -- Fair: the lock passes straight to the waiter, for as long as its waiter lease
+    -- still runs; it claims the lock with its full lease when it hears of it.
+    redis.call('SET', lock, waiter_token, 'PX', lease_left)
+  else
+    -- Plain: free the lock and wake just this one waiter, not the whole herd.
+    redis.call('DEL', lock)
+  end
+  redis.call('PUBLISH', channel, redis.sha1hex(waiter_token))
+  return 1
+end
+
+local op = ARGV[1]
+if op == 'acquire' then
+  return acquire(ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]))
+elseif op == 'release' then
+  return release(ARGV[2], ARGV[3])
+end
+return redis.error_reply('ERR lock.lua: unknown operation ' .. tostring(op))

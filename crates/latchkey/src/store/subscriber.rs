@@ -1,0 +1,276 @@
+//! One pub/sub connection per store, shared by every waiter of the process.
+//!
+//! Waiters register a [`Watch`] on their lock's channel under their waiter id (the
+//! SHA-1 of their owner token). A background task owns the subscriber connection:
+//! it subscribes to a channel while anyone watches it, routes each message to the
+//! one waiter it names, and after a lost connection reconnects, resubscribes and
+//! wakes every waiter so each re-checks the lock (messages sent meanwhile are lost).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::{PubSubSink, PubSubStream};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use crate::error::{Error, Result};
+
+/// Pause before reconnecting a lost subscriber connection.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+
+/// A waiter's registration for its wake-up. Dropping it unregisters.
+///
+/// ```no_run
+/// use latchkey::store::LockStore;
+/// # async fn demo(store: latchkey::store::SingleNode, key: latchkey::LockKey) -> latchkey::Result<()> {
+/// let me = latchkey::OwnerToken::generate()?;
+/// let watch = store.watch(&key, &me).await?;
+/// watch.notified().await; // a release picked us
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Default)]
+pub struct Watch {
+    registration: Option<Registration>,
+}
+
+impl Watch {
+    /// A watch that never fires, for stores without pub/sub.
+    pub fn never() -> Self {
+        Watch::default()
+    }
+
+    /// Whether wake-ups can arrive at all.
+    pub fn is_live(&self) -> bool {
+        self.registration.is_some()
+    }
+
+    /// Resolves when a release named this waiter, or the subscriber connection was
+    /// lost and re-established (re-check the lock either way). A wake-up that came
+    /// while nobody awaited is kept for the next call.
+    pub async fn notified(&self) {
+        match &self.registration {
+            Some(registration) => registration.notify.notified().await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Registration {
+    shared: Weak<Shared>,
+    channel: String,
+    waiter: String,
+    notify: Arc<Notify>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.unregister(&self.channel, &self.waiter);
+        }
+    }
+}
+
+/// The subscriber of one store; cheap to clone.
+#[derive(Clone, Debug)]
+pub(crate) struct Subscriber {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    client: redis::Client,
+    node: Arc<str>,
+    channels: Mutex<HashMap<String, HashMap<String, Arc<Notify>>>>,
+    commands: mpsc::UnboundedSender<Command>,
+    // Taken by the task when it starts (on the first watch, inside a runtime).
+    receiver: Mutex<Option<mpsc::UnboundedReceiver<Command>>>,
+    started: OnceLock<()>,
+}
+
+#[derive(Debug)]
+enum Command {
+    Subscribe(String, oneshot::Sender<()>),
+    Unsubscribe(String),
+}
+
+impl Subscriber {
+    pub(crate) fn new(client: redis::Client, node: Arc<str>) -> Self {
+        let (commands, receiver) = mpsc::unbounded_channel();
+        Subscriber {
+            shared: Arc::new(Shared {
+                client,
+                node,
+                channels: Mutex::default(),
+                commands,
+                receiver: Mutex::new(Some(receiver)),
+                started: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// Registers `waiter` on `channel` and waits until the server confirmed the
+    /// subscription.
+    pub(crate) async fn watch(&self, channel: &str, waiter: String) -> Result<Watch> {
+        self.start();
+        let notify = Arc::new(Notify::new());
+        self.shared
+            .lock_channels()
+            .entry(channel.to_owned())
+            .or_default()
+            .insert(waiter.clone(), notify.clone());
+        let registration = Registration {
+            shared: Arc::downgrade(&self.shared),
+            channel: channel.to_owned(),
+            waiter,
+            notify,
+        };
+        // SUBSCRIBE is idempotent, and its confirmation is what makes the watch safe.
+        let (ack, confirmed) = oneshot::channel();
+        let _ = self
+            .shared
+            .commands
+            .send(Command::Subscribe(channel.to_owned(), ack));
+        if confirmed.await.is_err() {
+            // The subscriber connection is down. The watch still works once it is back
+            // (it resubscribes and wakes everyone); until then the waiter's timer covers.
+            tracing::debug!(node = %self.shared.node, channel, "subscription not confirmed; waiting on the timer");
+        }
+        Ok(Watch {
+            registration: Some(registration),
+        })
+    }
+
+    fn start(&self) {
+        self.shared.started.get_or_init(|| {
+            let receiver = self.shared.receiver.lock().ok().and_then(|mut r| r.take());
+            if let Some(receiver) = receiver {
+                tokio::spawn(run(Arc::downgrade(&self.shared), receiver));
+            }
+        });
+    }
+}
+
+impl Shared {
+    fn lock_channels(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, Arc<Notify>>>> {
+        // A panic elsewhere while holding the lock leaves plain data; keep using it.
+        self.channels
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn unregister(&self, channel: &str, waiter: &str) {
+        let mut channels = self.lock_channels();
+        let Some(waiters) = channels.get_mut(channel) else {
+            return;
+        };
+        waiters.remove(waiter);
+        if waiters.is_empty() {
+            channels.remove(channel);
+            let _ = self.commands.send(Command::Unsubscribe(channel.to_owned()));
+        }
+    }
+
+    fn wanted_channels(&self) -> Vec<String> {
+        self.lock_channels().keys().cloned().collect()
+    }
+
+    fn wake(&self, channel: &str, waiter: &str) {
+        if let Some(notify) = self
+            .lock_channels()
+            .get(channel)
+            .and_then(|w| w.get(waiter))
+        {
+            notify.notify_one();
+        }
+    }
+
+    fn wake_all(&self) {
+        for notify in self.lock_channels().values().flat_map(HashMap::values) {
+            notify.notify_one();
+        }
+    }
+}
+
+/// The subscriber task: runs until every clone of the store is gone.
+async fn run(shared: Weak<Shared>, mut commands: mpsc::UnboundedReceiver<Command>) {
+    loop {
+        let Some(connected) = connect(&shared).await else {
+            return;
+        };
+        let (mut sink, mut stream) = connected;
+        if !serve(&shared, &mut sink, &mut stream, &mut commands).await {
+            return;
+        }
+        let Some(strong) = shared.upgrade() else {
+            return;
+        };
+        tracing::warn!(node = %strong.node, "subscriber connection lost; reconnecting");
+        strong.wake_all();
+        drop(strong);
+        tokio::time::sleep(RECONNECT_PAUSE).await;
+    }
+}
+
+/// Opens the subscriber connection and resubscribes every channel still watched.
+async fn connect(shared: &Weak<Shared>) -> Option<(PubSubSink, PubSubStream)> {
+    loop {
+        let strong = shared.upgrade()?;
+        let attempt = async {
+            let (mut sink, stream) = strong.client.get_async_pubsub().await?.split();
+            let wanted = strong.wanted_channels();
+            if !wanted.is_empty() {
+                sink.subscribe(wanted).await?;
+            }
+            Ok::<_, redis::RedisError>((sink, stream))
+        };
+        match attempt.await {
+            Ok(connected) => {
+                // Anything published while we were away is lost: let everyone re-check.
+                strong.wake_all();
+                return Some(connected);
+            }
+            Err(error) => {
+                let error = Error::from_redis(error, &strong.node, "");
+                tracing::warn!(%error, "cannot open the subscriber connection; retrying");
+            }
+        }
+        drop(strong);
+        tokio::time::sleep(RECONNECT_PAUSE).await;
+    }
+}
+
+/// Routes messages and (un)subscribes until the connection drops (`true`) or the
+/// store is gone (`false`).
+async fn serve(
+    shared: &Weak<Shared>,
+    sink: &mut PubSubSink,
+    stream: &mut PubSubStream,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+) -> bool {
+    loop {
+        tokio::select! {
+            message = stream.next() => {
+                let Some(message) = message else { return true };
+                let Some(strong) = shared.upgrade() else { return false };
+                let waiter = String::from_utf8_lossy(message.get_payload_bytes());
+                strong.wake(message.get_channel_name(), &waiter);
+            }
+            command = commands.recv() => {
+                let Some(command) = command else { return false };
+                let sent = match command {
+                    Command::Subscribe(channel, ack) => sink.subscribe(&channel).await.map(|()| {
+                        let _ = ack.send(());
+                    }),
+                    Command::Unsubscribe(channel) => sink.unsubscribe(&channel).await,
+                };
+                if sent.is_err() {
+                    return true;
+                }
+            }
+        }
+    }
+}
