@@ -1,0 +1,491 @@
+//! Waiting without polling: FIFO handoff across processes, wake-one, waiter leases,
+//! cancellation, a lost subscriber connection, the watchdog and its `lost` signal.
+
+use std::io::{BufRead, BufReader};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use latchkey::{Client, Error};
+use latchkey_testkit::{RedisServer, worker};
+use redis::Commands;
+
+fn admin(server: &RedisServer) -> redis::Connection {
+    server.connection().unwrap()
+}
+
+/// Polls until the lock's wait queue has `len` members; panics after 10 s.
+fn wait_for_queue(server: &RedisServer, lock: &str, len: usize) {
+    let mut conn = admin(server);
+    let queue = format!("{{{lock}}}:lk:queue");
+    let started = Instant::now();
+    loop {
+        let now: usize = conn.zcard(&queue).unwrap();
+        if now == len {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "queue has {now}, want {len}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Calls of one command (scripts' inner calls included) since the server started.
+fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// Queues on the fair lock `fifo`, and records its turn in the list `order`.
+#[test]
+#[ignore = "worker process, spawned by fifo_order_holds_across_processes"]
+fn fifo_worker() {
+    if !worker::is_worker("fifo_worker") {
+        return;
+    }
+    let (url, id) = (worker::env("REDIS_URL"), worker::env("WORKER_ID"));
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async move {
+            let client = Client::open(&url).await.unwrap();
+            let mutex = client.mutex("fifo").unwrap().fair();
+            take_turn(&mutex, &url, &id).await;
+        });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_order_holds_across_processes() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let holder = client
+        .mutex("fifo")
+        .unwrap()
+        .fair()
+        .try_lock()
+        .await
+        .unwrap();
+    let mut workers = Vec::new();
+    for id in 0..5 {
+        let envs = [("REDIS_URL", server.url()), ("WORKER_ID", id.to_string())];
+        workers.push(worker::spawn("fifo_worker", &envs).unwrap());
+        wait_for_queue(&server, "fifo", id + 1);
+    }
+    // A newcomer in this process queues last, behind all of them.
+    // A newcomer in this process queues last, behind all of them.
+    let url = server.url();
+    let late = {
+        let mutex = client.mutex("fifo").unwrap().fair();
+        let url = url.clone();
+        tokio::spawn(async move { take_turn(&mutex, &url, "late").await })
+    };
+    tokio::task::block_in_place(|| wait_for_queue(&server, "fifo", 6));
+    // The holder releases and at once wants the lock back: a fair lock sends it to
+    // the back of the line instead of letting it barge in.
+    assert!(holder.release().await.unwrap());
+    let mutex = client.mutex("fifo").unwrap().fair();
+    take_turn(&mutex, &url, "again").await;
+    late.await.unwrap();
+    for child in workers {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let order: Vec<String> = admin(&server).lrange("order", 0, -1).unwrap();
+    assert_eq!(order, ["0", "1", "2", "3", "4", "late", "again"]);
+}
+
+/// Takes `mutex`, notes `who` at the end of the list `order`, and releases.
+async fn take_turn(mutex: &latchkey::Mutex, url: &str, who: &str) {
+    let guard = mutex.lock_timeout(Duration::from_secs(30)).await.unwrap();
+    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let _: () = conn.rpush("order", who).unwrap();
+    assert!(guard.release().await.unwrap());
+}
+
+/// Joins the queue of `skip-dead` with a 1 s waiter lease, says so, and hangs.
+#[test]
+#[ignore = "worker process, spawned by a_waiter_killed_while_queued_is_skipped_within_its_waiter_lease"]
+fn doomed_waiter_worker() {
+    if !worker::is_worker("doomed_waiter_worker") {
+        return;
+    }
+    let url = worker::env("REDIS_URL");
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async move {
+            let client = Client::open(&url).await.unwrap();
+            let mutex = client.mutex("skip-dead").unwrap().fair();
+            let mutex = mutex.with_waiter_lease(Duration::from_secs(1)).unwrap();
+            let _ = mutex.lock_timeout(Duration::from_secs(60)).await;
+        });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_killed_while_queued_is_skipped_within_its_waiter_lease() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client.mutex("skip-dead").unwrap().fair();
+    let holder = mutex.try_lock().await.unwrap();
+    let mut doomed = worker::spawn("doomed_waiter_worker", &[("REDIS_URL", server.url())]).unwrap();
+    wait_for_queue(&server, "skip-dead", 1);
+    let next = {
+        let mutex = mutex.clone();
+        tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(20)).await })
+    };
+    wait_for_queue(&server, "skip-dead", 2);
+    doomed.kill().unwrap();
+    doomed.wait().unwrap();
+    let released = Instant::now();
+    assert!(holder.release().await.unwrap());
+    // The dead waiter is first in line; its 1 s lease (not the 30 s lock lease) is
+    // all it can cost the waiter behind it, plus that waiter's re-check period.
+    let guard = next.await.unwrap().unwrap();
+    let delay = released.elapsed();
+    assert!(
+        delay < Duration::from_secs(3),
+        "the dead waiter held up the queue for {delay:?}"
+    );
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_waiting_future_leaves_the_queue_at_once() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client.mutex("impatient").unwrap().fair();
+    let holder = mutex.try_lock().await.unwrap();
+    let waiter = {
+        let mutex = mutex.clone();
+        tokio::spawn(async move { mutex.lock().await })
+    };
+    tokio::task::block_in_place(|| wait_for_queue(&server, "impatient", 1));
+    waiter.abort();
+    let dropped = Instant::now();
+    tokio::task::block_in_place(|| wait_for_queue(&server, "impatient", 0));
+    assert!(
+        dropped.elapsed() < Duration::from_secs(1),
+        "left after {:?}",
+        dropped.elapsed()
+    );
+    // With nobody waiting, the release frees the lock instead of handing it over.
+    assert!(holder.release().await.unwrap());
+    assert!(!mutex.is_locked().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_times_out_leaves_the_queue_and_passes_on_a_handover() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client.mutex("timeout").unwrap().fair();
+    let holder = mutex.try_lock().await.unwrap();
+    match mutex.lock_timeout(Duration::from_millis(200)).await {
+        Err(Error::Busy { waited, .. }) => assert!(waited >= Duration::from_millis(200)),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    let mut conn = admin(&server);
+    assert_eq!(conn.zcard::<_, usize>("{timeout}:lk:queue").unwrap(), 0);
+    holder.release().await.unwrap();
+    assert!(!mutex.is_locked().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_release_wakes_one_waiter_not_the_herd() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    // Long leases, so no timer fires during the test: only wake-ups move waiters.
+    let mutex = client
+        .mutex("herd")
+        .unwrap()
+        .with_ttl(Duration::from_secs(60))
+        .unwrap();
+    let mutex = mutex.with_waiter_lease(Duration::from_secs(60)).unwrap();
+    let holder = mutex.try_lock().await.unwrap();
+    let waiters: Vec<_> = (0..5)
+        .map(|_| {
+            let mutex = mutex.clone();
+            tokio::spawn(async move { mutex.lock().await })
+        })
+        .collect();
+    tokio::task::block_in_place(|| wait_for_queue(&server, "herd", 5));
+    let mut conn = admin(&server);
+    let before = calls(&mut conn, "evalsha");
+    assert!(holder.release().await.unwrap());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The release, then the one woken waiter's attempt: not five attempts.
+    assert_eq!(calls(&mut conn, "evalsha") - before, 2);
+    let finished = waiters.iter().filter(|w| w.is_finished()).count();
+    assert_eq!(finished, 1);
+    for waiter in waiters {
+        waiter.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_still_get_the_lock_after_their_subscriber_connection_is_killed() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client.mutex("resubscribe").unwrap().fair();
+    let holder = mutex.try_lock().await.unwrap();
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let mutex = mutex.clone();
+            tokio::spawn(async move {
+                let guard = mutex.lock_timeout(Duration::from_secs(20)).await?;
+                guard.release().await
+            })
+        })
+        .collect();
+    tokio::task::block_in_place(|| wait_for_queue(&server, "resubscribe", 3));
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut admin(&server))
+        .unwrap();
+    assert_eq!(killed, 1, "one subscriber connection serves every waiter");
+    holder.release().await.unwrap();
+    for waiter in waiters {
+        assert!(waiter.await.unwrap().unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_handoffs_lose_or_duplicate_no_grant() {
+    const CLIENTS: usize = 4;
+    const TASKS: usize = 4;
+    const ROUNDS: usize = 625; // 4 × 4 × 625 = 10 000
+    let server = RedisServer::start().unwrap();
+    let fences = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let client = Client::open(&server.url()).await.unwrap();
+        for _ in 0..TASKS {
+            let mutex = client.mutex("handoffs").unwrap().fair();
+            let url = server.url();
+            let fences = fences.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut conn = redis::Client::open(url.as_str())
+                    .unwrap()
+                    .get_multiplexed_async_connection()
+                    .await
+                    .unwrap();
+                for _ in 0..ROUNDS {
+                    let guard = mutex.lock_timeout(Duration::from_secs(60)).await.unwrap();
+                    let n: i64 = redis::AsyncCommands::get::<_, Option<i64>>(&mut conn, "count")
+                        .await
+                        .unwrap()
+                        .unwrap_or(0);
+                    let _: () = redis::AsyncCommands::set(&mut conn, "count", n + 1)
+                        .await
+                        .unwrap();
+                    fences.lock().unwrap().push(guard.fence());
+                    assert!(guard.release().await.unwrap());
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let count: i64 = admin(&server).get("count").unwrap();
+    assert_eq!(count, (CLIENTS * TASKS * ROUNDS) as i64);
+    let mut fences = Arc::try_unwrap(fences).unwrap().into_inner().unwrap();
+    let total = fences.len();
+    fences.sort_unstable();
+    fences.dedup();
+    assert_eq!(
+        fences.len(),
+        total,
+        "two holders got the same fencing token"
+    );
+}
+
+#[tokio::test]
+async fn the_watchdog_keeps_a_short_lease_alive_until_release() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client
+        .mutex("kept")
+        .unwrap()
+        .with_watchdog(Duration::from_millis(300))
+        .unwrap();
+    let guard = mutex.try_lock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(guard.is_held().await.unwrap());
+    assert!(!guard.is_lost());
+    assert!(guard.validity() > Duration::ZERO);
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn renewal_stops_the_moment_the_guard_is_released_or_dropped() {
+    let server = RedisServer::start().unwrap();
+    let mut conn = admin(&server);
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client
+        .mutex("stopped")
+        .unwrap()
+        .with_watchdog(Duration::from_millis(150))
+        .unwrap();
+    for explicit in [true, false] {
+        let guard = mutex.try_lock().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        match explicit {
+            true => assert!(guard.release().await.unwrap()),
+            false => drop(guard),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let before = calls(&mut conn, "pexpire");
+        assert!(before >= 2, "the watchdog never renewed");
+        // Someone else takes the lock with a short lease; nothing may refresh it.
+        let _: () = redis::cmd("SET")
+            .arg("stopped")
+            .arg("other")
+            .arg("PX")
+            .arg(300)
+            .query(&mut conn)
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(
+            calls(&mut conn, "pexpire"),
+            before,
+            "a renewal ran after release"
+        );
+        let exists: bool = conn.exists("stopped").unwrap();
+        assert!(!exists, "the next holder's lease was refreshed");
+    }
+}
+
+#[tokio::test]
+async fn with_lock_cancels_the_work_when_the_lease_is_lost() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client
+        .mutex("broken")
+        .unwrap()
+        .with_watchdog(Duration::from_millis(300))
+        .unwrap();
+    let url = server.url();
+    let started = Instant::now();
+    let result = mutex
+        .with_lock(async |_guard| {
+            // An operator breaks the lock; the next renewal notices.
+            let mut conn = redis::Client::open(url.as_str())
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            let _: () = conn.del("broken").unwrap();
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            "finished"
+        })
+        .await;
+    assert!(matches!(result, Err(Error::LeaseLost { .. })), "{result:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    let value = mutex
+        .with_lock(async |guard| guard.fence() > 0)
+        .await
+        .unwrap();
+    assert!(value);
+}
+
+#[tokio::test]
+async fn a_fixed_lease_fires_lost_when_it_runs_out() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client
+        .mutex("fixed")
+        .unwrap()
+        .with_ttl(Duration::from_millis(200))
+        .unwrap();
+    let guard = mutex.try_lock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .unwrap();
+    assert!(guard.is_lost());
+    // `lost` fires a drift allowance before Redis drops the key, never after.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!guard.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_reentered_lock_is_released_when_the_last_guard_goes() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client.mutex("reentrant").unwrap();
+    let outer = mutex.try_lock().await.unwrap();
+    let inner = outer.reenter();
+    let innermost = inner.reenter();
+    assert_eq!(outer.hold_count(), 3);
+    assert_eq!(inner.fence(), outer.fence());
+    assert!(innermost.release().await.unwrap());
+    drop(inner);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        outer.is_held().await.unwrap(),
+        "released while a guard still held it"
+    );
+    assert!(matches!(mutex.try_lock().await, Err(Error::Busy { .. })));
+    assert!(outer.release().await.unwrap());
+    assert!(!mutex.is_locked().await.unwrap());
+}
+
+/// Holds `frozen` with a 1 s watchdog lease; reports `lost` and its late release.
+#[test]
+#[ignore = "worker process, spawned by a_holder_paused_past_its_lease_gets_lost_and_its_late_release_is_refused"]
+fn frozen_holder_worker() {
+    if !worker::is_worker("frozen_holder_worker") {
+        return;
+    }
+    let url = worker::env("REDIS_URL");
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async move {
+            let client = Client::open(&url).await.unwrap();
+            let mutex = client
+                .mutex("frozen")
+                .unwrap()
+                .with_watchdog(Duration::from_secs(1))
+                .unwrap();
+            let guard = mutex.try_lock().await.unwrap();
+            println!("\nHELD");
+            let lost = tokio::time::timeout(Duration::from_secs(30), guard.lost()).await;
+            println!("LOST {}", lost.is_ok());
+            println!("RELEASED {}", guard.release().await.unwrap());
+        });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_paused_past_its_lease_gets_lost_and_its_late_release_is_refused() {
+    let server = RedisServer::start().unwrap();
+    let mut holder = worker::spawn("frozen_holder_worker", &[("REDIS_URL", server.url())]).unwrap();
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    let held =
+        tokio::task::block_in_place(|| lines.by_ref().map_while(Result::ok).any(|l| l == "HELD"));
+    assert!(held);
+    let pid = nix::unistd::Pid::from_raw(holder.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client.mutex("frozen").unwrap();
+    let mine = mutex.lock_timeout(Duration::from_secs(5)).await.unwrap();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+
+    let rest: Vec<String> = tokio::task::block_in_place(|| lines.map_while(Result::ok).collect());
+    assert!(rest.iter().any(|l| l == "LOST true"), "{rest:?}");
+    assert!(rest.iter().any(|l| l == "RELEASED false"), "{rest:?}");
+    assert!(holder.wait().unwrap().success());
+    assert!(
+        mine.is_held().await.unwrap(),
+        "the frozen holder's late release freed our lock"
+    );
+    mine.release().await.unwrap();
+}
