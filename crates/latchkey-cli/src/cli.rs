@@ -32,6 +32,27 @@ pub struct Cli {
 pub enum Command {
     /// Run a scenario from the blog posts latchkey grew from, for real, against Redis.
     Demo(DemoArgs),
+    /// Benchmark latchkey against a polling SET NX lock on a private redis-server.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Scenarios to run (repeatable); all when omitted.
+    #[arg(long, value_enum)]
+    pub scenario: Vec<BenchScenario>,
+
+    /// How long each implementation runs per scenario (e.g. 500ms, 5s).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub duration: std::time::Duration,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum BenchScenario {
+    /// 50 tasks on one key; critical section GET then SET of a counter.
+    Contended,
+    /// 4 tasks on one key; critical section sleeps 2 ms.
+    Handoff,
 }
 
 #[derive(Debug, Args)]

@@ -2,6 +2,7 @@
 //!
 //! Exit statuses follow sysexits(3); see [`exit`].
 
+mod bench;
 mod cli;
 mod demo;
 mod exit;
@@ -35,6 +36,7 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Demo(args) => demo::run(&cli.redis, cli.quiet, args).await,
+        Command::Bench(args) => bench::run(args).await,
     }
 }
 

@@ -48,7 +48,15 @@ pub(crate) async fn acquire<S: LockStore>(store: &S, key: &LockKey, wait: Wait) 
         fair: wait.fair,
         queue_lease: None,
     };
-    let mut watch: Option<Watch> = None;
+    // Others in this process already wait here: queue at once, skipping a try
+    // that would most likely fail.
+    let mut watch: Option<Watch> = match wait.deadline {
+        Some(deadline) if deadline <= started => None,
+        _ => store.join_watch(key, &hold.owner),
+    };
+    if watch.is_some() {
+        request.queue_lease = Some(wait.waiter_lease);
+    }
     let mut backoff = Backoff::default();
     loop {
         // Armed while a request is in flight or we sit in the queue: a drop now must

@@ -46,8 +46,9 @@ local function next_fence()
 end
 
 local function leave_queue(member)
-  redis.call('ZREM', queue, member)
-  redis.call('ZREM', leases, member)
+  if redis.call('ZREM', queue, member) == 1 then
+    redis.call('ZREM', leases, member)
+  end
 end
 
 -- The oldest waiter whose lease has not ended; dead ones are dropped on the way, so

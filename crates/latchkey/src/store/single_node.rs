@@ -196,6 +196,12 @@ impl LockStore for SingleNode {
             None => Ok(Watch::never()),
         }
     }
+
+    fn join_watch(&self, key: &LockKey, owner: &OwnerToken) -> Option<Watch> {
+        self.subscriber
+            .as_ref()?
+            .join(key.channel(), owner.waiter_id())
+    }
 }
 
 /// `lock.lua` with the lock's five keys, ready for its operation's arguments.

@@ -82,11 +82,19 @@ pub(crate) struct Subscriber {
 struct Shared {
     client: redis::Client,
     node: Arc<str>,
-    channels: Mutex<HashMap<String, HashMap<String, Arc<Notify>>>>,
+    channels: Mutex<HashMap<String, Channel>>,
     commands: mpsc::UnboundedSender<Command>,
     // Taken by the task when it starts (on the first watch, inside a runtime).
     receiver: Mutex<Option<mpsc::UnboundedReceiver<Command>>>,
     started: OnceLock<()>,
+}
+
+/// The local waiters of one channel, and whether the server confirmed our
+/// subscription since the connection last came up.
+#[derive(Debug, Default)]
+struct Channel {
+    waiters: HashMap<String, Arc<Notify>>,
+    confirmed: bool,
 }
 
 #[derive(Debug)]
@@ -114,32 +122,46 @@ impl Subscriber {
     /// subscription.
     pub(crate) async fn watch(&self, channel: &str, waiter: String) -> Result<Watch> {
         self.start();
-        let notify = Arc::new(Notify::new());
-        self.shared
-            .lock_channels()
-            .entry(channel.to_owned())
-            .or_default()
-            .insert(waiter.clone(), notify.clone());
-        let registration = Registration {
-            shared: Arc::downgrade(&self.shared),
-            channel: channel.to_owned(),
-            waiter,
-            notify,
-        };
+        let watch = self.register(channel, waiter);
         // SUBSCRIBE is idempotent, and its confirmation is what makes the watch safe.
         let (ack, confirmed) = oneshot::channel();
-        let _ = self
-            .shared
-            .commands
-            .send(Command::Subscribe(channel.to_owned(), ack));
-        if confirmed.await.is_err() {
+        let subscribe = Command::Subscribe(channel.to_owned(), ack);
+        let _ = self.shared.commands.send(subscribe);
+        match confirmed.await {
+            Ok(()) => self.shared.set_confirmed(channel),
             // The subscriber connection is down. The watch still works once it is back
             // (it resubscribes and wakes everyone); until then the waiter's timer covers.
-            tracing::debug!(node = %self.shared.node, channel, "subscription not confirmed; waiting on the timer");
+            Err(_) => {
+                tracing::debug!(node = %self.shared.node, channel, "subscription not confirmed; waiting on the timer")
+            }
         }
-        Ok(Watch {
-            registration: Some(registration),
-        })
+        Ok(watch)
+    }
+
+    /// Registers `waiter` without a round trip if this process already holds a
+    /// confirmed subscription to `channel` (other local waiters keep it open).
+    pub(crate) fn join(&self, channel: &str, waiter: String) -> Option<Watch> {
+        let confirmed = self
+            .shared
+            .lock_channels()
+            .get(channel)
+            .is_some_and(|c| c.confirmed);
+        confirmed.then(|| self.register(channel, waiter))
+    }
+
+    fn register(&self, channel: &str, waiter: String) -> Watch {
+        let notify = Arc::new(Notify::new());
+        let mut channels = self.shared.lock_channels();
+        let entry = channels.entry(channel.to_owned()).or_default();
+        entry.waiters.insert(waiter.clone(), notify.clone());
+        Watch {
+            registration: Some(Registration {
+                shared: Arc::downgrade(&self.shared),
+                channel: channel.to_owned(),
+                waiter,
+                notify,
+            }),
+        }
     }
 
     fn start(&self) {
@@ -152,45 +174,49 @@ impl Subscriber {
     }
 }
 
+type Channels = HashMap<String, Channel>;
+
 impl Shared {
-    fn lock_channels(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, Arc<Notify>>>> {
+    fn lock_channels(&self) -> std::sync::MutexGuard<'_, Channels> {
         // A panic elsewhere while holding the lock leaves plain data; keep using it.
-        self.channels
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.channels.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn unregister(&self, channel: &str, waiter: &str) {
         let mut channels = self.lock_channels();
-        let Some(waiters) = channels.get_mut(channel) else {
+        let Some(entry) = channels.get_mut(channel) else {
             return;
         };
-        waiters.remove(waiter);
-        if waiters.is_empty() {
+        entry.waiters.remove(waiter);
+        if entry.waiters.is_empty() {
             channels.remove(channel);
             let _ = self.commands.send(Command::Unsubscribe(channel.to_owned()));
         }
     }
 
-    fn wanted_channels(&self) -> Vec<String> {
-        self.lock_channels().keys().cloned().collect()
+    fn set_confirmed(&self, channel: &str) {
+        if let Some(entry) = self.lock_channels().get_mut(channel) {
+            entry.confirmed = true;
+        }
+    }
+
+    /// Marks every channel unconfirmed (the connection is new or gone) and lists them.
+    fn unconfirm_all(&self) -> Vec<String> {
+        let mut channels = self.lock_channels();
+        channels.values_mut().for_each(|c| c.confirmed = false);
+        channels.keys().cloned().collect()
     }
 
     fn wake(&self, channel: &str, waiter: &str) {
-        if let Some(notify) = self
-            .lock_channels()
-            .get(channel)
-            .and_then(|w| w.get(waiter))
-        {
+        let channels = self.lock_channels();
+        if let Some(notify) = channels.get(channel).and_then(|c| c.waiters.get(waiter)) {
             notify.notify_one();
         }
     }
 
     fn wake_all(&self) {
-        for notify in self.lock_channels().values().flat_map(HashMap::values) {
-            notify.notify_one();
+        for channel in self.lock_channels().values() {
+            channel.waiters.values().for_each(|n| n.notify_one());
         }
     }
 }
@@ -209,6 +235,7 @@ async fn run(shared: Weak<Shared>, mut commands: mpsc::UnboundedReceiver<Command
             return;
         };
         tracing::warn!(node = %strong.node, "subscriber connection lost; reconnecting");
+        strong.unconfirm_all();
         strong.wake_all();
         drop(strong);
         tokio::time::sleep(RECONNECT_PAUSE).await;
@@ -221,10 +248,13 @@ async fn connect(shared: &Weak<Shared>) -> Option<(PubSubSink, PubSubStream)> {
         let strong = shared.upgrade()?;
         let attempt = async {
             let (mut sink, stream) = strong.client.get_async_pubsub().await?.split();
-            let wanted = strong.wanted_channels();
+            let wanted = strong.unconfirm_all();
             if !wanted.is_empty() {
-                sink.subscribe(wanted).await?;
+                sink.subscribe(&wanted).await?;
             }
+            wanted
+                .iter()
+                .for_each(|channel| strong.set_confirmed(channel));
             Ok::<_, redis::RedisError>((sink, stream))
         };
         match attempt.await {
