@@ -1,20 +1,42 @@
 //! The command line surface.
 
+use std::time::Duration;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Distributed locks on Redis that get the details right.
 #[derive(Debug, Parser)]
 #[command(name = "latchkey", version, about, propagate_version = true)]
 pub struct Cli {
-    /// Redis URL (redis://[user:password@]host[:port][/db], rediss:// for TLS).
+    #[command(flatten)]
+    pub global: Global,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Redis URL: redis://[user:password@]host[:port][/db], rediss:// for TLS.
+    /// Repeatable; several URLs (quorum mode) are not supported yet.
     #[arg(
         long,
         global = true,
         env = "LATCHKEY_REDIS",
+        value_delimiter = ',',
         default_value = "redis://127.0.0.1:6379",
         hide_env_values = true
     )]
-    pub redis: String,
+    pub redis: Vec<String>,
+
+    /// Key prefix for every lock name.
+    #[arg(long, global = true, env = "LATCHKEY_PREFIX", default_value = "")]
+    pub prefix: String,
+
+    /// Print data as JSON (status, list, release, throttle).
+    #[arg(long, global = true)]
+    pub json: bool,
 
     /// Print only results and errors.
     #[arg(short, long, global = true)]
@@ -23,13 +45,20 @@ pub struct Cli {
     /// Log what latchkey does to stderr (-vv for more).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
-
-    #[command(subcommand)]
-    pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a command while holding a lock (a distributed flock(1)).
+    Run(RunArgs),
+    /// Show whether a lock is held, by whom (masked), for how long, and who waits.
+    Status(StatusArgs),
+    /// List the locks under the prefix (SCAN, never KEYS).
+    List(ListArgs),
+    /// Break a lock whoever holds it.
+    Release(ReleaseArgs),
+    /// Count one call against a rate limit: exit 0 if allowed, 1 if not.
+    Throttle(ThrottleArgs),
     /// Run a scenario from the blog posts latchkey grew from, for real, against Redis.
     Demo(DemoArgs),
     /// Benchmark latchkey against a polling SET NX lock on a private redis-server.
@@ -37,22 +66,70 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// Scenarios to run (repeatable); all when omitted.
-    #[arg(long, value_enum)]
-    pub scenario: Vec<BenchScenario>,
+pub struct RunArgs {
+    /// The lock's name.
+    pub name: String,
 
-    /// How long each implementation runs per scenario (e.g. 500ms, 5s).
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
-    pub duration: std::time::Duration,
+    /// Lease length, renewed every third of it while the command runs.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub ttl: Duration,
+
+    /// Give up (exit 75) if the lock stays busy this long; without it, wait as long as it takes.
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "no_wait")]
+    pub wait: Option<Duration>,
+
+    /// Exit 75 at once if the lock is busy.
+    #[arg(long)]
+    pub no_wait: bool,
+
+    /// Wait in line (FIFO) instead of racing other waiters.
+    #[arg(long)]
+    pub fair: bool,
+
+    /// After the lease is lost: how long the command gets between SIGTERM and SIGKILL.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub kill_after: Duration,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum BenchScenario {
-    /// 50 tasks on one key; critical section GET then SET of a counter.
-    Contended,
-    /// 4 tasks on one key; critical section sleeps 2 ms.
-    Handoff,
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The lock's name.
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only names matching this glob pattern.
+    #[arg(long = "match", default_value = "*")]
+    pub pattern: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The lock's name.
+    pub name: String,
+
+    /// Required: breaking someone else's lock is never done by accident.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ThrottleArgs {
+    /// The rate-limited key (e.g. sms:+15551234567).
+    pub key: String,
+
+    /// Calls allowed per window.
+    #[arg(long)]
+    pub limit: u64,
+
+    /// The window length.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub per: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -66,4 +143,23 @@ pub struct DemoArgs {
 pub enum Scenario {
     /// 10 buyers race for 5 items: first without a lock (oversold), then with latchkey.
     FlashSale,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Scenarios to run (repeatable); all when omitted.
+    #[arg(long, value_enum)]
+    pub scenario: Vec<BenchScenario>,
+
+    /// How long each implementation runs per scenario (e.g. 500ms, 5s).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum BenchScenario {
+    /// 50 tasks on one key; critical section GET then SET of a counter.
+    Contended,
+    /// 4 tasks on one key; critical section sleeps 2 ms.
+    Handoff,
 }

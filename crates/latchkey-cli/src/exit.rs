@@ -2,11 +2,13 @@
 //!
 //! | status | meaning |
 //! |---|---|
-//! | 0  | success |
+//! | 0  | success (`run`: the command's own status; `throttle`: allowed) |
+//! | 1  | `throttle`: over the limit |
 //! | 64 | usage: bad flag, argument or value (EX_USAGE) |
 //! | 69 | Redis unreachable, or refused our credentials (EX_UNAVAILABLE) |
 //! | 70 | internal error, or the lease was lost mid-run (EX_SOFTWARE) |
 //! | 75 | the lock stayed busy for the whole wait (EX_TEMPFAIL) |
+//! | 127 | `run`: the command could not be started |
 
 use std::process::ExitCode;
 
@@ -25,6 +27,17 @@ pub struct Failure {
 }
 
 impl Failure {
+    pub fn with_status(status: u8, message: String) -> Self {
+        Failure { status, message }
+    }
+
+    pub fn usage(message: String) -> Self {
+        Failure {
+            status: USAGE,
+            message,
+        }
+    }
+
     pub fn software(message: String) -> Self {
         Failure {
             status: SOFTWARE,
@@ -77,9 +90,28 @@ pub fn usage(error: clap::Error) -> ExitCode {
         eprint!("{error}");
         return ExitCode::from(USAGE);
     }
+    // clap's message is the first paragraph (some name the missing arguments on
+    // indented lines below it); a tip and the usage follow blank lines.
     let rendered = error.to_string();
-    let first = rendered.lines().next().unwrap_or("invalid usage");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    eprintln!("latchkey: {first} (see `latchkey --help`)");
+    let message: Vec<&str> = rendered
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let tip = rendered
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("tip:"));
+    let message = message.into_iter().chain(tip).collect::<Vec<_>>().join(" ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    if rendered.contains("Usage: latchkey run")
+        && error.kind() == clap::error::ErrorKind::UnknownArgument
+    {
+        eprintln!(
+            "latchkey: {message}; put the command after `--`: latchkey run NAME -- CMD [ARGS...]"
+        );
+        return ExitCode::from(USAGE);
+    }
+    eprintln!("latchkey: {message} (see `latchkey --help`)");
     ExitCode::from(USAGE)
 }

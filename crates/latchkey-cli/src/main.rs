@@ -4,8 +4,13 @@
 
 mod bench;
 mod cli;
+mod connect;
 mod demo;
 mod exit;
+mod inspect;
+mod output;
+mod run;
+mod throttle;
 
 use std::process::ExitCode;
 
@@ -19,24 +24,35 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return exit::usage(error),
     };
-    init_tracing(cli.verbose);
+    init_tracing(cli.global.verbose);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
             return Failure::software(format!("cannot start the async runtime: {error}")).report();
         }
     };
-    let outcome = runtime.block_on(run(cli));
+    let outcome = runtime.block_on(dispatch(cli));
+    // Background releases and renewals must not keep a finished command alive.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     match outcome {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(status) => ExitCode::from(status),
         Err(failure) => failure.report(),
     }
 }
 
-async fn run(cli: Cli) -> Result<(), Failure> {
+async fn dispatch(cli: Cli) -> Result<u8, Failure> {
+    let global = &cli.global;
     match cli.command {
-        Command::Demo(args) => demo::run(&cli.redis, cli.quiet, args).await,
-        Command::Bench(args) => bench::run(args).await,
+        Command::Run(args) => run::run(global, args).await,
+        Command::Status(args) => inspect::status(global, args).await,
+        Command::List(args) => inspect::list(global, args).await,
+        Command::Release(args) => inspect::release(global, args).await,
+        Command::Throttle(args) => throttle::throttle(global, args).await,
+        Command::Demo(args) => {
+            let url = connect::single_url(global)?;
+            demo::run(url, global.quiet, args).await.map(|()| 0)
+        }
+        Command::Bench(args) => bench::run(args).await.map(|()| 0),
     }
 }
 

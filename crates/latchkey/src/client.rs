@@ -2,7 +2,9 @@
 
 use crate::error::Result;
 use crate::key::{LockKey, Prefix};
+use crate::lock::LockStatus;
 use crate::lock::Mutex;
+use crate::ratelimit::FixedWindow;
 use crate::store::{Connection, LockStore, SingleNode};
 
 /// Hands out locks on one store, all under one key prefix. Cheap to clone: clones
@@ -57,6 +59,24 @@ impl Client<SingleNode> {
     pub fn from_connection(conn: impl Into<Connection>) -> Self {
         Client::with_store(SingleNode::from_connection(conn))
     }
+
+    /// A fixed-window rate limit on `name` (key: prefix + name): `limit` calls per `per`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let quota = client.fixed_window("downloads:10.0.0.7", 5, std::time::Duration::from_secs(600))?;
+    /// assert!(quota.check().await?.allowed);
+    /// # Ok(()) }
+    /// ```
+    pub fn fixed_window(
+        &self,
+        name: &str,
+        limit: u64,
+        per: std::time::Duration,
+    ) -> Result<FixedWindow> {
+        let key = LockKey::new(&self.prefix, name)?;
+        FixedWindow::new(self.store.clone(), key, limit, per)
+    }
 }
 
 impl<S: LockStore> Client<S> {
@@ -104,4 +124,52 @@ impl<S: LockStore> Client<S> {
         let key = LockKey::new(&self.prefix, name)?;
         Ok(Mutex::new(self.store.clone(), key))
     }
+
+    /// The locks under this client's prefix whose names match `pattern` (Redis glob
+    /// syntax, `*` for all), with their status, sorted by name. Uses SCAN, never KEYS;
+    /// every string key under the prefix counts, so keep locks under their own prefix.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// for (name, status) in client.list("deploy:*").await? {
+    ///     println!("{name}: held {}", status.is_held());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list(&self, pattern: &str) -> Result<Vec<(String, LockStatus)>> {
+        let prefix = self.prefix.as_str();
+        let mut locks = Vec::new();
+        for key in self
+            .store
+            .scan(&format!("{}{pattern}", escape_glob(prefix)))
+            .await?
+        {
+            let Some(name) = key.strip_prefix(prefix) else {
+                continue;
+            };
+            // Keys another application wrote may not be valid lock names; skip them.
+            let Ok(mutex) = self.mutex(name) else {
+                continue;
+            };
+            match mutex.status().await {
+                Ok(status) => locks.push((name.to_owned(), status)),
+                // Gone or retyped between SCAN and the look: not a lock now.
+                Err(crate::Error::WrongType { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(locks)
+    }
+}
+
+/// Escapes glob metacharacters so the prefix matches only itself.
+fn escape_glob(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
 }

@@ -127,6 +127,19 @@ impl std::fmt::Display for LockKey {
     }
 }
 
+/// Whether `key` is one of latchkey's companion keys (a fencing counter, a wait
+/// queue …) rather than a lock.
+///
+/// ```
+/// assert!(latchkey::is_companion_key("{app:job}:lk:fence"));
+/// assert!(!latchkey::is_companion_key("app:job"));
+/// ```
+pub fn is_companion_key(key: &str) -> bool {
+    COMPANION_KINDS
+        .iter()
+        .any(|kind| key.ends_with(&companion("", kind)))
+}
+
 fn validate_name(name: &str) -> Result<()> {
     if name.is_empty() {
         return invalid("lock name is empty".to_owned());
@@ -140,12 +153,9 @@ fn validate_name(name: &str) -> Result<()> {
     if name.chars().any(char::is_control) {
         return invalid(format!("lock name {name:?} contains a control character"));
     }
-    if let Some(kind) = COMPANION_KINDS
-        .iter()
-        .find(|kind| name.ends_with(&companion("", kind)))
-    {
+    if is_companion_key(name) {
         return invalid(format!(
-            "lock name {name:?} ends with \":lk:{kind}\", which latchkey reserves for its own keys"
+            "lock name {name:?} ends like latchkey's own keys (\":lk:fence\", \":lk:queue\" …)"
         ));
     }
     Ok(())

@@ -35,13 +35,14 @@ mod error;
 mod key;
 mod lease;
 mod lock;
+pub mod ratelimit;
 mod scripts;
 pub mod store;
 mod token;
 
 pub use client::Client;
 pub use error::{Error, Result};
-pub use key::{LockKey, Prefix};
+pub use key::{LockKey, Prefix, is_companion_key};
 pub use lease::{LeaseMode, Ttl};
-pub use lock::{Mutex, MutexGuard};
+pub use lock::{LockStatus, Mutex, MutexGuard};
 pub use token::{OwnerToken, mask_owner};

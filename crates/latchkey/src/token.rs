@@ -34,6 +34,11 @@ impl OwnerToken {
         ))
     }
 
+    /// A token read back from a lock key (possibly another library's owner value).
+    pub(crate) fn from_stored(value: String) -> Self {
+        OwnerToken(value)
+    }
+
     /// The full token, as stored in the lock key.
     pub fn as_str(&self) -> &str {
         &self.0

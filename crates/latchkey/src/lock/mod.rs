@@ -6,8 +6,10 @@ mod guard;
 mod held;
 mod mutex;
 mod release_on_drop;
+mod status;
 mod waiter;
 mod watchdog;
 
 pub use guard::MutexGuard;
 pub use mutex::Mutex;
+pub use status::LockStatus;

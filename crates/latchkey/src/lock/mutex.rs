@@ -7,11 +7,16 @@ use super::waiter::{self, Wait};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::{LeaseMode, Ttl};
+use crate::lock::LockStatus;
 use crate::store::{LockStore, SingleNode};
+use crate::token::OwnerToken;
 
 /// How long a queued waiter counts as alive without trying again. It tries again at
 /// least every third of this, so only a dead (or frozen) waiter outlives it.
 const DEFAULT_WAITER_LEASE: Ttl = Ttl::from_millis_const(3_000);
+
+/// A lock changing hands this often while being broken is being fought over.
+const FORCE_ATTEMPTS: usize = 5;
 
 /// A distributed mutex: a handle to one named lock, cheap to clone.
 ///
@@ -203,6 +208,49 @@ impl<S: LockStore> Mutex<S> {
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
         Ok(self.store.owner(&self.key).await?.is_some())
+    }
+
+    /// A consistent snapshot: holder (mask it before display), remaining lease,
+    /// last fencing token, waiters.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let status = mutex.status().await?;
+    /// println!("held by {:?}, {} waiting", status.masked_holder(), status.waiters);
+    /// # Ok(()) }
+    /// ```
+    pub async fn status(&self) -> Result<LockStatus> {
+        self.store.inspect(&self.key).await
+    }
+
+    /// Breaks the lock whoever holds it (an operator's tool, for a holder known to be
+    /// gone). The next fair waiter gets it as after a release. Returns the status the
+    /// lock had when broken, or `None` if it was free.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// if let Some(was) = mutex.force_release().await? {
+    ///     println!("broke the lock of {:?}", was.masked_holder());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_release(&self) -> Result<Option<LockStatus>> {
+        for _ in 0..FORCE_ATTEMPTS {
+            let status = self.status().await?;
+            let Some(holder) = &status.holder else {
+                return Ok(None);
+            };
+            // Releasing as the holder hands the lock on exactly as its own release would.
+            let holder = OwnerToken::from_stored(holder.clone());
+            if self.store.release(&self.key, &holder, false).await? {
+                return Ok(Some(status));
+            }
+        }
+        Err(Error::Busy {
+            key: self.key.to_string(),
+            waited: Duration::ZERO,
+            retry_after: None,
+        })
     }
 
     async fn acquire(&self, deadline: Option<Instant>) -> Result<MutexGuard<S>> {

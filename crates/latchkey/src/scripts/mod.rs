@@ -15,3 +15,11 @@ pub(crate) static LOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_
 /// Compare-and-PEXPIRE (resets the lease).
 pub(crate) static EXTEND: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("extend.lua")));
+
+/// A read-only snapshot of a lock: holder, PTTL, last fence, queue length.
+pub(crate) static INSPECT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("inspect.lua")));
+
+/// Count a call in a fixed rate-limit window.
+pub(crate) static FIXED_WINDOW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("fixed_window.lua")));

@@ -18,6 +18,7 @@ pub use subscriber::Watch;
 use crate::error::Result;
 use crate::key::LockKey;
 use crate::lease::Ttl;
+use crate::lock::LockStatus;
 use crate::token::OwnerToken;
 
 /// What one acquire attempt found.
@@ -121,6 +122,14 @@ pub trait LockStore: Clone + Send + Sync + 'static {
         key: &LockKey,
         owner: &OwnerToken,
     ) -> impl Future<Output = Result<Watch>> + Send;
+
+    /// A consistent snapshot of the lock: holder, remaining lease, last fencing
+    /// token, queue length.
+    fn inspect(&self, key: &LockKey) -> impl Future<Output = Result<LockStatus>> + Send;
+
+    /// The keys matching `pattern` (Redis glob syntax) that can be locks: strings,
+    /// not latchkey's companion keys. Uses SCAN, never KEYS.
+    fn scan(&self, pattern: &str) -> impl Future<Output = Result<Vec<String>>> + Send;
 
     /// Like [`watch`](Self::watch), but only if that costs no round trip because
     /// this process already listens on `key`'s channel for other waiters.

@@ -9,8 +9,9 @@ use redis::{FromRedisValue, RedisResult, ScriptInvocation};
 use super::subscriber::Subscriber;
 use super::{AcquireRequest, Attempt, Connection, LockStore, Watch};
 use crate::error::{Error, Result};
-use crate::key::LockKey;
+use crate::key::{LockKey, is_companion_key};
 use crate::lease::Ttl;
+use crate::lock::LockStatus;
 use crate::scripts;
 use crate::token::OwnerToken;
 
@@ -20,6 +21,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Reconnect attempts after a dropped connection before a command fails.
 const RECONNECT_RETRIES: usize = 2;
+/// Keys SCAN looks at per round trip.
+const SCAN_BATCH: u64 = 500;
 /// Shown as the node name when the user handed us a connection without an address.
 const UNNAMED_NODE: &str = "(caller's connection)";
 
@@ -115,6 +118,13 @@ impl SingleNode {
         self
     }
 
+    /// Counts one call in the fixed window at `key`; returns (calls so far, ms left).
+    pub(crate) async fn count_in_window(&self, key: &LockKey, window: Ttl) -> Result<(u64, u64)> {
+        let mut call = scripts::FIXED_WINDOW.prepare_invoke();
+        call.key(key.as_str()).arg(window.as_millis());
+        self.run(&call, key).await
+    }
+
     /// The server's address, as shown in errors (never with credentials).
     pub fn node(&self) -> &str {
         &self.node
@@ -194,6 +204,46 @@ impl LockStore for SingleNode {
         match &self.subscriber {
             Some(subscriber) => subscriber.watch(key.channel(), owner.waiter_id()).await,
             None => Ok(Watch::never()),
+        }
+    }
+
+    async fn inspect(&self, key: &LockKey) -> Result<LockStatus> {
+        let mut call = scripts::INSPECT.prepare_invoke();
+        call.key(key.as_str()).key(key.fence()).key(key.queue());
+        let (holder, pttl, fence, waiters): (Option<String>, i64, Option<u64>, u64) =
+            self.run(&call, key).await?;
+        Ok(LockStatus {
+            holder,
+            ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+            fence,
+            waiters,
+        })
+    }
+
+    async fn scan(&self, pattern: &str) -> Result<Vec<String>> {
+        let mut conn = self.conn.clone();
+        let mut cursor = 0u64;
+        let mut keys = Vec::new();
+        loop {
+            let reply = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(SCAN_BATCH)
+                .arg("TYPE")
+                .arg("string")
+                .query_async(&mut conn)
+                .await;
+            let (next, batch): (u64, Vec<String>) =
+                reply.map_err(|e| Error::from_redis(e, &self.node, pattern))?;
+            keys.extend(batch.into_iter().filter(|k| !is_companion_key(k)));
+            if next == 0 {
+                keys.sort_unstable();
+                keys.dedup();
+                return Ok(keys);
+            }
+            cursor = next;
         }
     }
 

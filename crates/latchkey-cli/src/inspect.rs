@@ -1,0 +1,122 @@
+//! `status`, `list` and `release --force`: looking at locks and breaking them.
+
+use latchkey::LockStatus;
+use serde::Serialize;
+
+use crate::cli::{Global, ListArgs, ReleaseArgs, StatusArgs};
+use crate::connect;
+use crate::exit::Failure;
+use crate::output;
+
+/// One lock as `status` and `list` print it. Owner tokens are always masked.
+#[derive(Serialize)]
+struct LockView {
+    name: String,
+    held: bool,
+    holder: Option<String>,
+    fence: Option<u64>,
+    ttl_ms: Option<u64>,
+    waiters: u64,
+}
+
+impl LockView {
+    fn new(name: &str, status: &LockStatus) -> Self {
+        LockView {
+            name: name.to_owned(),
+            held: status.is_held(),
+            holder: status.masked_holder(),
+            fence: status.fence,
+            ttl_ms: status.ttl.map(output::millis),
+            waiters: status.waiters,
+        }
+    }
+
+    fn line(&self, status: &LockStatus) -> String {
+        let fence = self.fence.map_or("none".to_owned(), |f| f.to_string());
+        let Some(holder) = &self.holder else {
+            return format!(
+                "{}: free (last fence {fence}, {} waiting)",
+                self.name, self.waiters
+            );
+        };
+        let left = status.ttl.map_or("no expiry".to_owned(), |t| {
+            format!("{} left", output::human(t))
+        });
+        format!(
+            "{}: held by {holder} (fence {fence}, {left}, {} waiting)",
+            self.name, self.waiters
+        )
+    }
+}
+
+pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
+    let client = connect::client(global).await?;
+    let status = client.mutex(&args.name)?.status().await?;
+    let view = LockView::new(&args.name, &status);
+    match global.json {
+        true => output::json(&view)?,
+        false => println!("{}", view.line(&status)),
+    }
+    Ok(0)
+}
+
+pub async fn list(global: &Global, args: ListArgs) -> Result<u8, Failure> {
+    let client = connect::client(global).await?;
+    let locks = client.list(&args.pattern).await?;
+    if global.json {
+        let views: Vec<_> = locks
+            .iter()
+            .map(|(name, s)| LockView::new(name, s))
+            .collect();
+        output::json(&views)?;
+        return Ok(0);
+    }
+    for (name, status) in &locks {
+        println!("{}", LockView::new(name, status).line(status));
+    }
+    if locks.is_empty() && !global.quiet {
+        eprintln!(
+            "latchkey: no locks match {:?} under prefix {:?}",
+            args.pattern, global.prefix
+        );
+    }
+    Ok(0)
+}
+
+#[derive(Serialize)]
+struct Broken {
+    name: String,
+    broken: bool,
+    holder: Option<String>,
+    fence: Option<u64>,
+}
+
+pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> {
+    if !args.force {
+        return Err(Failure::usage(format!(
+            "refusing to break lock {:?} without --force (it may belong to a live process)",
+            args.name
+        )));
+    }
+    let client = connect::client(global).await?;
+    let was = client.mutex(&args.name)?.force_release().await?;
+    let report = Broken {
+        name: args.name,
+        broken: was.is_some(),
+        holder: was.as_ref().and_then(LockStatus::masked_holder),
+        fence: was.as_ref().and_then(|s| s.fence),
+    };
+    if global.json {
+        output::json(&report)?;
+        return Ok(0);
+    }
+    match (&report.holder, report.fence) {
+        (Some(holder), Some(fence)) => println!(
+            "broke lock {} held by {holder} (fence {fence})",
+            report.name
+        ),
+        (Some(holder), None) => println!("broke lock {} held by {holder}", report.name),
+        _ => println!("lock {} was not held", report.name),
+    }
+    Ok(0)
+}

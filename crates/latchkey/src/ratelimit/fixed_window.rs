@@ -1,0 +1,90 @@
+//! N calls per fixed window, counted in Redis.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::key::LockKey;
+use crate::lease::Ttl;
+use crate::store::SingleNode;
+
+/// Allows `limit` calls per window of `per`, shared by every process using the key.
+///
+/// Each check counts as a call, allowed or not (a caller hammering a closed window
+/// keeps it closed). The count and the window's expiry are set in one script, so a
+/// crash between them cannot leave a counter that never resets.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+/// let sms = client.fixed_window("sms:+15551234567", 1, Duration::from_secs(60))?;
+/// let decision = sms.check().await?;
+/// if !decision.allowed {
+///     println!("retry after {:?}", decision.retry_after);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct FixedWindow {
+    store: SingleNode,
+    key: LockKey,
+    limit: u64,
+    window: Ttl,
+}
+
+/// The outcome of one [`FixedWindow::check`].
+///
+/// ```
+/// let d = latchkey::ratelimit::Decision { allowed: true, count: 1, limit: 5, retry_after: None, resets_in: std::time::Duration::from_secs(60) };
+/// assert_eq!(d.remaining(), 4);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether this call is within the limit.
+    pub allowed: bool,
+    /// Calls counted in the current window, this one included.
+    pub count: u64,
+    /// The limit per window.
+    pub limit: u64,
+    /// When denied: how long until the window resets.
+    pub retry_after: Option<Duration>,
+    /// How long until the current window resets.
+    pub resets_in: Duration,
+}
+
+impl Decision {
+    /// Calls still allowed in this window.
+    pub fn remaining(&self) -> u64 {
+        self.limit.saturating_sub(self.count)
+    }
+}
+
+impl FixedWindow {
+    pub(crate) fn new(store: SingleNode, key: LockKey, limit: u64, per: Duration) -> Result<Self> {
+        if limit == 0 {
+            return Err(Error::InvalidArgument(
+                "a rate limit of 0 allows nothing; use at least 1".into(),
+            ));
+        }
+        Ok(FixedWindow {
+            store,
+            key,
+            limit,
+            window: Ttl::new(per)?,
+        })
+    }
+
+    /// Counts one call and says whether it is allowed.
+    pub async fn check(&self) -> Result<Decision> {
+        let (count, left_ms) = self.store.count_in_window(&self.key, self.window).await?;
+        let resets_in = Duration::from_millis(left_ms);
+        let allowed = count <= self.limit;
+        Ok(Decision {
+            allowed,
+            count,
+            limit: self.limit,
+            retry_after: (!allowed).then_some(resets_in),
+            resets_in,
+        })
+    }
+}
