@@ -1,0 +1,322 @@
+//! `latchkey run`, `status`, `list`, `release`, `throttle`: end to end through the
+//! built binary against real servers.
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use latchkey_testkit::RedisServer;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+fn latchkey(server: &RedisServer) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_latchkey"));
+    command
+        .env("LATCHKEY_REDIS", server.url())
+        .env_remove("LATCHKEY_PREFIX");
+    command
+}
+
+fn output(server: &RedisServer, args: &[&str]) -> Output {
+    latchkey(server).args(args).output().unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Starts `latchkey run NAME -- sh -c SCRIPT` in the background.
+fn run_in_background(server: &RedisServer, extra: &[&str], script: &str) -> Child {
+    latchkey(server)
+        .arg("run")
+        .args(extra)
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `path` exists; panics after 10 s.
+fn wait_for_file(path: &Path) {
+    let started = Instant::now();
+    while !path.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_str(stdout(output).trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", stdout(output)))
+}
+
+#[test]
+fn eight_concurrent_runs_increment_a_file_exactly_eight_times() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("counter");
+    std::fs::write(&counter, "0").unwrap();
+    let script = format!(
+        "n=$(cat {0}); sleep 0.05; echo $((n + 1)) > {0}",
+        counter.display()
+    );
+    let runs: Vec<_> = (0..8)
+        .map(|_| run_in_background(&server, &["job"], &script))
+        .collect();
+    for run in runs {
+        let output = run.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    assert_eq!(std::fs::read_to_string(&counter).unwrap().trim(), "8");
+}
+
+#[test]
+fn no_wait_while_held_exits_75() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let mut holder = run_in_background(
+        &server,
+        &["job"],
+        &format!("touch {}; sleep 30", ready.display()),
+    );
+    wait_for_file(&ready);
+    let busy = output(&server, &["run", "job", "--no-wait", "--", "true"]);
+    assert_eq!(busy.status.code(), Some(75), "{}", stderr(&busy));
+    assert!(stderr(&busy).contains("busy"), "{}", stderr(&busy));
+    let waited = output(&server, &["run", "job", "--wait", "300ms", "--", "true"]);
+    assert_eq!(waited.status.code(), Some(75));
+    assert!(
+        stderr(&waited).contains("still held after waiting 3"),
+        "{}",
+        stderr(&waited)
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}
+
+#[test]
+fn a_command_that_outlives_a_lease_it_cannot_renew_is_stopped_and_exits_70() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let run = run_in_background(
+        &server,
+        &["job", "--ttl", "1s", "--kill-after", "1s"],
+        &format!("touch {}; exec sleep 30", started.display()),
+    );
+    wait_for_file(&started);
+    server.pause().unwrap();
+    let output = run.wait_with_output().unwrap();
+    server.resume().unwrap();
+    assert_eq!(output.status.code(), Some(70), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("lease on \"job\" was lost"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn sigterm_reaches_the_command_and_the_lock_is_freed() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (ready, got) = (dir.path().join("ready"), dir.path().join("got"));
+    let script = format!(
+        "trap 'touch {}; exit 3' TERM; touch {}; while :; do sleep 0.05; done",
+        got.display(),
+        ready.display()
+    );
+    let run = run_in_background(&server, &["job"], &script);
+    wait_for_file(&ready);
+    kill(Pid::from_raw(run.id() as i32), Signal::SIGTERM).unwrap();
+    let output = run.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(got.exists(), "the command never saw SIGTERM");
+    let status = json(&output_of_status(&server));
+    assert_eq!(status["held"], false);
+}
+
+fn output_of_status(server: &RedisServer) -> Output {
+    output(server, &["status", "job", "--json"])
+}
+
+#[test]
+fn latchkey_fence_strictly_increases_over_successive_runs() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fences = dir.path().join("fences");
+    let script = format!(
+        "echo $LATCHKEY_LOCK $LATCHKEY_FENCE >> {}",
+        fences.display()
+    );
+    for _ in 0..4 {
+        let run = output(&server, &["run", "job", "--", "sh", "-c", &script]);
+        assert!(run.status.success(), "{}", stderr(&run));
+    }
+    let seen: Vec<u64> = std::fs::read_to_string(&fences)
+        .unwrap()
+        .lines()
+        .map(|line| line.strip_prefix("job ").unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(seen.len(), 4);
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+}
+
+#[test]
+fn status_list_and_release_in_text_and_json() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let mut holder = run_in_background(
+        &server,
+        &["deploy", "--prefix", "ops:"],
+        &format!("touch {}; sleep 30", ready.display()),
+    );
+    wait_for_file(&ready);
+    let token: String =
+        redis::Commands::get(&mut server.connection().unwrap(), "ops:deploy").unwrap();
+
+    let text = output(&server, &["status", "deploy", "--prefix", "ops:"]);
+    assert!(
+        stdout(&text).starts_with("deploy: held by "),
+        "{}",
+        stdout(&text)
+    );
+    assert!(
+        !stdout(&text).contains(&token),
+        "status printed the full owner token"
+    );
+    let status = json(&output(
+        &server,
+        &["status", "deploy", "--prefix", "ops:", "--json"],
+    ));
+    assert_eq!(status["held"], true);
+    assert_eq!(status["holder"], format!("{}…", &token[..4]));
+    assert!(status["fence"].as_u64().unwrap() > 0);
+    assert!(status["ttl_ms"].as_u64().unwrap() <= 30_000);
+    assert_eq!(status["waiters"], 0);
+
+    let listed = output(&server, &["list", "--prefix", "ops:"]);
+    assert_eq!(stdout(&listed).lines().count(), 1, "{}", stdout(&listed));
+    let listed = json(&output(
+        &server,
+        &["list", "--prefix", "ops:", "--match", "dep*", "--json"],
+    ));
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed[0]["name"], "deploy");
+    let none = json(&output(
+        &server,
+        &["list", "--prefix", "ops:", "--match", "x*", "--json"],
+    ));
+    assert!(none.as_array().unwrap().is_empty());
+
+    let refused = output(&server, &["release", "deploy", "--prefix", "ops:"]);
+    assert_eq!(refused.status.code(), Some(64));
+    let broken = output(
+        &server,
+        &["release", "deploy", "--prefix", "ops:", "--force"],
+    );
+    assert!(
+        stdout(&broken).starts_with(&format!("broke lock deploy held by {}…", &token[..4])),
+        "{}",
+        stdout(&broken)
+    );
+    let again = json(&output(
+        &server,
+        &["release", "deploy", "--prefix", "ops:", "--force", "--json"],
+    ));
+    assert_eq!(again["broken"], false);
+    let status = output(&server, &["status", "deploy", "--prefix", "ops:"]);
+    assert!(
+        stdout(&status).starts_with("deploy: free"),
+        "{}",
+        stdout(&status)
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}
+
+#[test]
+fn throttle_allows_up_to_the_limit_then_exits_1_with_retry_after() {
+    let server = RedisServer::start().unwrap();
+    for _ in 0..2 {
+        let allowed = output(
+            &server,
+            &["throttle", "sms:+1555", "--limit", "2", "--per", "60s"],
+        );
+        assert_eq!(allowed.status.code(), Some(0), "{}", stderr(&allowed));
+        assert!(stdout(&allowed).starts_with("allowed"));
+    }
+    let denied = output(
+        &server,
+        &["throttle", "sms:+1555", "--limit", "2", "--per", "60s"],
+    );
+    assert_eq!(denied.status.code(), Some(1));
+    assert!(
+        stdout(&denied).contains("retry after"),
+        "{}",
+        stdout(&denied)
+    );
+    let report = json(&output(
+        &server,
+        &[
+            "throttle",
+            "sms:+1555",
+            "--limit",
+            "2",
+            "--per",
+            "60s",
+            "--json",
+        ],
+    ));
+    assert_eq!(report["allowed"], false);
+    assert_eq!(report["remaining"], 0);
+    assert!(report["retry_after_ms"].as_u64().unwrap() <= 60_000);
+}
+
+#[test]
+fn every_misuse_is_one_line_and_a_documented_status() {
+    let server = RedisServer::start().unwrap();
+    let cases: [(&[&str], i32); 7] = [
+        (&["run", "job", "true"], 64),
+        (&["run", "job"], 64),
+        (&["run", "job", "--wait", "5x", "--", "true"], 64),
+        (&["run", "job", "--ttl", "0s", "--", "true"], 64),
+        (
+            &["run", "job", "--wait", "1s", "--no-wait", "--", "true"],
+            64,
+        ),
+        (&["throttle", "k", "--limit", "0", "--per", "1s"], 64),
+        (&["status", "job", "--redis", "redis://127.0.0.1:1"], 69),
+    ];
+    for (args, code) in cases {
+        let result = output(&server, args);
+        assert_eq!(
+            result.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            stderr(&result)
+        );
+        assert_eq!(
+            stderr(&result).lines().count(),
+            1,
+            "{args:?}: {}",
+            stderr(&result)
+        );
+    }
+    let locked = RedisServer::builder().password("pw").start().unwrap();
+    let wrong = format!("redis://:nope@127.0.0.1:{}", locked.port());
+    let refused = output(&server, &["status", "job", "--redis", &wrong]);
+    assert_eq!(refused.status.code(), Some(69));
+    assert!(!stderr(&refused).contains("nope"));
+}
