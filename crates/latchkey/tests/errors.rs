@@ -220,3 +220,38 @@ async fn tls_connections_verify_the_server_and_work() {
         other => panic!("expected the unknown CA to be refused, got {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_works_for_acl_users_with_and_without_channel_rights() {
+    let server = RedisServer::builder()
+        .user("full", "pw", "~app:* ~{app:* &{app:* +@all")
+        .user("nochannels", "pw", "~app:* ~{app:* resetchannels +@all")
+        .start()
+        .unwrap();
+    for user in ["full", "nochannels"] {
+        let url = server.url_as(user, "pw");
+        let client = Client::open(&url)
+            .await
+            .unwrap()
+            .with_prefix("app:")
+            .unwrap();
+        let mutex = client
+            .mutex(user)
+            .unwrap()
+            .with_waiter_lease(Duration::from_millis(300))
+            .unwrap();
+        let holder = mutex.try_lock().await.unwrap();
+        let waiter = {
+            let mutex = mutex.clone();
+            tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(10)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(holder.release().await.unwrap());
+        // Without channel rights the waiter cannot be woken, but its timer still finds the lock free.
+        let guard = waiter
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{user}: {e}"));
+        assert!(guard.release().await.unwrap());
+    }
+}

@@ -133,7 +133,9 @@ local function release(token, leaving)
     -- Plain: free the lock and wake just this one waiter, not the whole herd.
     redis.call('DEL', lock)
   end
-  redis.call('PUBLISH', channel, redis.sha1hex(waiter_token))
+  -- pcall: the release has happened; an ACL user without rights on the channel must
+  -- not turn it into an error (the waiter's timer then finds the lock instead).
+  redis.pcall('PUBLISH', channel, redis.sha1hex(waiter_token))
   return 1
 end
 

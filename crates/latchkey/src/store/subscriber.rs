@@ -250,11 +250,13 @@ async fn connect(shared: &Weak<Shared>) -> Option<(PubSubSink, PubSubStream)> {
             let (mut sink, stream) = strong.client.get_async_pubsub().await?.split();
             let wanted = strong.unconfirm_all();
             if !wanted.is_empty() {
-                sink.subscribe(&wanted).await?;
+                match sink.subscribe(&wanted).await {
+                    Ok(()) => wanted.iter().for_each(|c| strong.set_confirmed(c)),
+                    Err(error) if connection_failed(&error) => return Err(error),
+                    // Refused (an ACL without the channels): waiters use their timers.
+                    Err(error) => refused(&strong, &error),
+                }
             }
-            wanted
-                .iter()
-                .for_each(|channel| strong.set_confirmed(channel));
             Ok::<_, redis::RedisError>((sink, stream))
         };
         match attempt.await {
@@ -297,10 +299,27 @@ async fn serve(
                     }),
                     Command::Unsubscribe(channel) => sink.unsubscribe(&channel).await,
                 };
-                if sent.is_err() {
-                    return true;
+                match sent {
+                    Ok(()) => {}
+                    Err(error) if connection_failed(&error) => return true,
+                    Err(error) => {
+                        let Some(strong) = shared.upgrade() else { return false };
+                        refused(&strong, &error);
+                    }
                 }
             }
         }
     }
+}
+
+/// The connection is gone (reconnect), as opposed to the server refusing a command.
+fn connection_failed(error: &redis::RedisError) -> bool {
+    error.is_io_error() || error.is_connection_dropped() || error.is_timeout()
+}
+
+/// A refused (UN)SUBSCRIBE: say why, once per refusal; waiters fall back to their
+/// timers, so waiting still works, only slower.
+fn refused(shared: &Shared, error: &redis::RedisError) {
+    let error = Error::from_redis(error.clone(), &shared.node, "");
+    tracing::warn!(%error, "Redis refused a subscription; waiters re-check on their timers instead (grant the ACL user the `&` channel pattern)");
 }
