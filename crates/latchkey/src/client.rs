@@ -2,8 +2,8 @@
 
 use crate::error::Result;
 use crate::key::{LockKey, Prefix};
-use crate::lock::LockStatus;
 use crate::lock::Mutex;
+use crate::lock::{LocalLocks, LockStatus};
 use crate::ratelimit::FixedWindow;
 use crate::store::{Connection, LockStore, SingleNode};
 
@@ -20,6 +20,8 @@ use crate::store::{Connection, LockStore, SingleNode};
 pub struct Client<S = SingleNode> {
     store: S,
     prefix: Prefix,
+    // Lets the client's mutex handles pass a lock between their tasks.
+    local: LocalLocks,
 }
 
 impl Client<SingleNode> {
@@ -92,6 +94,7 @@ impl<S: LockStore> Client<S> {
         Client {
             store,
             prefix: Prefix::default(),
+            local: LocalLocks::default(),
         }
     }
 
@@ -122,7 +125,11 @@ impl<S: LockStore> Client<S> {
     /// ```
     pub fn mutex(&self, name: &str) -> Result<Mutex<S>> {
         let key = LockKey::new(&self.prefix, name)?;
-        Ok(Mutex::new(self.store.clone(), key))
+        Ok(Mutex::with_local(
+            self.store.clone(),
+            key,
+            self.local.clone(),
+        ))
     }
 
     /// The locks under this client's prefix whose names match `pattern` (Redis glob

@@ -208,12 +208,18 @@ async fn a_plain_release_wakes_one_waiter_not_the_herd() {
         .unwrap();
     let mutex = mutex.with_waiter_lease(Duration::from_secs(60)).unwrap();
     let holder = mutex.try_lock().await.unwrap();
-    let waiters: Vec<_> = (0..5)
-        .map(|_| {
-            let mutex = mutex.clone();
-            tokio::spawn(async move { mutex.lock().await })
-        })
-        .collect();
+    // Five clients stand for five processes (one client's own tasks would wait locally).
+    let mut waiters = Vec::new();
+    for _ in 0..5 {
+        let other = Client::open(&server.url()).await.unwrap();
+        let mutex = other
+            .mutex("herd")
+            .unwrap()
+            .with_ttl(Duration::from_secs(60))
+            .unwrap();
+        let mutex = mutex.with_waiter_lease(Duration::from_secs(60)).unwrap();
+        waiters.push(tokio::spawn(async move { mutex.lock().await }));
+    }
     tokio::task::block_in_place(|| wait_for_queue(&server, "herd", 5));
     let mut conn = admin(&server);
     let before = calls(&mut conn, "evalsha");
@@ -488,4 +494,100 @@ async fn a_holder_paused_past_its_lease_gets_lost_and_its_late_release_is_refuse
         "the frozen holder's late release freed our lock"
     );
     mine.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_handoff_keeps_exclusion_and_fencing_and_lets_other_processes_in() {
+    let server = RedisServer::start().unwrap();
+    let busy_client = Client::open(&server.url()).await.unwrap();
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let stop = Instant::now() + Duration::from_millis(1500);
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let mutex = busy_client.mutex("shared").unwrap();
+        let (url, log) = (server.url(), log.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut conn = redis::Client::open(url.as_str())
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            while Instant::now() < stop {
+                increment_under(&mutex, &mut conn, &log).await;
+            }
+        }));
+    }
+    // Another process (its own client) gets its turns while those eight loop.
+    let other = Client::open(&server.url()).await.unwrap();
+    let mutex = other.mutex("shared").unwrap();
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        let waited = Instant::now();
+        increment_under(&mutex, &mut conn, &log).await;
+        assert!(
+            waited.elapsed() < Duration::from_secs(1),
+            "the other process waited {:?}",
+            waited.elapsed()
+        );
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let log = Arc::try_unwrap(log).unwrap().into_inner().unwrap();
+    let count: i64 = admin(&server).get("count").unwrap();
+    assert_eq!(count as usize, log.len());
+    // In the order the critical sections ran, fencing tokens only grow.
+    assert!(log.windows(2).all(|w| w[0] < w[1]), "fences out of order");
+}
+
+/// One critical section: a non-atomic increment, logging the fence in section order.
+async fn increment_under(
+    mutex: &latchkey::Mutex,
+    conn: &mut redis::aio::MultiplexedConnection,
+    log: &std::sync::Mutex<Vec<u64>>,
+) {
+    let guard = mutex.lock_timeout(Duration::from_secs(10)).await.unwrap();
+    log.lock().unwrap().push(guard.fence());
+    let n: Option<i64> = redis::AsyncCommands::get(conn, "count").await.unwrap();
+    let _: () = redis::AsyncCommands::set(conn, "count", n.unwrap_or(0) + 1)
+        .await
+        .unwrap();
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_waiter_that_gives_up_is_skipped_and_nothing_leaks() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client.mutex("local-skip").unwrap();
+    let holder = mutex.try_lock().await.unwrap();
+    let quitter = {
+        let mutex = mutex.clone();
+        tokio::spawn(async move { mutex.lock().await })
+    };
+    let patient = {
+        let mutex = mutex.clone();
+        tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(10)).await })
+    };
+    let timed_out = mutex.lock_timeout(Duration::from_millis(100)).await;
+    assert!(
+        matches!(timed_out, Err(Error::Busy { .. })),
+        "{timed_out:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    quitter.abort();
+    let _ = quitter.await;
+    let fence = holder.fence();
+    assert!(holder.release().await.unwrap());
+    let guard = patient.await.unwrap().unwrap();
+    assert!(guard.fence() > fence);
+    assert!(guard.release().await.unwrap());
+    assert!(
+        !mutex.is_locked().await.unwrap(),
+        "a pass to a waiter that left leaked the lock"
+    );
 }

@@ -4,6 +4,7 @@
 mod backoff;
 mod guard;
 mod held;
+mod local;
 mod mutex;
 mod release_on_drop;
 mod status;
@@ -11,5 +12,6 @@ mod waiter;
 mod watchdog;
 
 pub use guard::MutexGuard;
+pub(crate) use local::LocalLocks;
 pub use mutex::Mutex;
 pub use status::LockStatus;

@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::guard::MutexGuard;
+use super::local::LocalLocks;
 use super::waiter::{self, Wait};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
@@ -28,8 +29,10 @@ const FORCE_ATTEMPTS: usize = 5;
 ///
 /// Waiters do not poll: a release wakes exactly one of them through Redis pub/sub.
 /// By default the lock is *plain*: a newcomer may take a free lock ahead of waiters
-/// (fastest). [`fair`](Self::fair) makes it FIFO: a release hands the lock straight to
-/// the oldest live waiter, across all processes.
+/// (fastest), and while a task of this process holds it, other tasks of the process
+/// queue locally and get it passed on in one round trip, unless tasks of other
+/// processes wait (they come first). [`fair`](Self::fair) makes it FIFO: a release
+/// hands the lock straight to the oldest live waiter, across all processes.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -50,18 +53,27 @@ pub struct Mutex<S = SingleNode> {
     lease: LeaseMode,
     fair: bool,
     waiter_lease: Ttl,
+    local: LocalLocks,
 }
 
 impl<S: LockStore> Mutex<S> {
     /// A handle to the lock at `key`: plain, with a renewed 30 s lease.
     /// Usually made by [`Client::mutex`](crate::Client::mutex).
+    ///
+    /// Handles made by one [`Client`](crate::Client) (and clones of one handle)
+    /// pass the lock between their tasks without freeing it; see [`Mutex`].
     pub fn new(store: S, key: LockKey) -> Self {
+        Self::with_local(store, key, LocalLocks::default())
+    }
+
+    pub(crate) fn with_local(store: S, key: LockKey, local: LocalLocks) -> Self {
         Mutex {
             store,
             key,
             lease: LeaseMode::default(),
             fair: false,
             waiter_lease: DEFAULT_WAITER_LEASE,
+            local,
         }
     }
 
@@ -260,7 +272,10 @@ impl<S: LockStore> Mutex<S> {
             waiter_lease: self.waiter_lease,
             deadline,
         };
-        let won = waiter::acquire(&self.store, &self.key, wait).await?;
+        // Fair locks keep strict FIFO order in Redis; plain ones pass between local tasks.
+        let local = (!self.fair).then_some(&self.local);
+        let mut won = waiter::acquire(&self.store, &self.key, wait, local).await?;
+        won.hold.local = local.cloned();
         Ok(MutexGuard::new(won, self.lease))
     }
 }

@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use super::backoff::Backoff;
+use super::local::{LocalLocks, Turn};
 use super::release_on_drop::ReleaseOnDrop;
 use crate::error::{Error, Result};
 use crate::key::LockKey;
@@ -38,10 +39,76 @@ pub(crate) struct Won<S: LockStore> {
     pub(crate) sent: Instant,
 }
 
-/// Attempts until the lock is ours or the deadline passes.
-pub(crate) async fn acquire<S: LockStore>(store: &S, key: &LockKey, wait: Wait) -> Result<Won<S>> {
+/// Takes the lock: from a task of this process that holds it (`local`, plain locks
+/// only), or through Redis.
+pub(crate) async fn acquire<S: LockStore>(
+    store: &S,
+    key: &LockKey,
+    wait: Wait,
+    local: Option<&LocalLocks>,
+) -> Result<Won<S>> {
     let started = Instant::now();
     let owner = OwnerToken::generate()?;
+    let may_wait = wait.deadline.is_none_or(|deadline| deadline > started);
+    if let Some(local) = local.filter(|_| may_wait) {
+        if let Some(won) = wait_for_local_pass(store, key, &owner, wait, local).await? {
+            return Ok(won);
+        }
+    }
+    let _counted = local.map(|local| local.redis_waiter(key));
+    let won = acquire_in_redis(store, key, wait, owner, started).await?;
+    if let Some(local) = local {
+        local.mark_held(key);
+    }
+    Ok(won)
+}
+
+/// Waits behind the local holder, if this process has one. `None`: go through Redis.
+async fn wait_for_local_pass<S: LockStore>(
+    store: &S,
+    key: &LockKey,
+    owner: &OwnerToken,
+    wait: Wait,
+    local: &LocalLocks,
+) -> Result<Option<Won<S>>> {
+    let Some(mut turn) = local.wait_behind_holder(key, owner, wait.ttl) else {
+        return Ok(None);
+    };
+    let started = Instant::now();
+    let period = wait.waiter_lease.as_duration() / 3;
+    loop {
+        let now = Instant::now();
+        if wait.deadline.is_some_and(|deadline| deadline <= now) {
+            return Err(busy(key, started, None));
+        }
+        let pause = wait.deadline.map_or(period, |d| period.min(d - now));
+        tokio::select! {
+            told = &mut turn => return Ok(match told {
+                Ok(Turn::Yours { fence, sent }) => {
+                    let mut hold = ReleaseOnDrop::new(store.clone(), key.clone(), owner.clone());
+                    hold.arm();
+                    Some(Won { hold, fence, sent })
+                }
+                Ok(Turn::TryRedis) | Err(_) => None,
+            }),
+            () = tokio::time::sleep(pause) => {
+                // Nobody here will pass it to us any more (a task died): go to Redis.
+                if !local.is_represented(key) {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+/// Attempts in Redis until the lock is ours or the deadline passes.
+async fn acquire_in_redis<S: LockStore>(
+    store: &S,
+    key: &LockKey,
+    wait: Wait,
+    owner: OwnerToken,
+    started: Instant,
+) -> Result<Won<S>> {
     let mut hold = ReleaseOnDrop::new(store.clone(), key.clone(), owner);
     let mut request = AcquireRequest {
         ttl: wait.ttl,
@@ -83,11 +150,7 @@ pub(crate) async fn acquire<S: LockStore>(store: &S, key: &LockKey, wait: Wait) 
         let now = Instant::now();
         if wait.deadline.is_some_and(|deadline| deadline <= now) {
             give_up(&mut hold).await;
-            return Err(Error::Busy {
-                key: key.to_string(),
-                waited: started.elapsed(),
-                retry_after: pttl,
-            });
+            return Err(busy(key, started, pttl));
         }
         let Some(watch) = &watch else {
             // Busy: listen before queueing, so no wake-up can slip between the two.
@@ -119,5 +182,13 @@ async fn give_up<S: LockStore>(hold: &mut ReleaseOnDrop<S>) {
     }
     if let Err(error) = hold.release().await {
         tracing::warn!(key = %hold.key, %error, "could not leave the wait queue; retrying in the background");
+    }
+}
+
+fn busy(key: &LockKey, started: Instant, retry_after: Option<Duration>) -> Error {
+    Error::Busy {
+        key: key.to_string(),
+        waited: started.elapsed(),
+        retry_after,
     }
 }

@@ -16,6 +16,10 @@
 --        mode 'f' or 'p'; wait_ms 0 = just try, > 0 = join or stay in the queue with
 --        a waiter lease of wait_ms. Returns {1, fence} when the lock is ours and
 --        {0, pttl} when not (pttl -1: held without expiry).
+--   'pass' token next_token ttl_ms
+--        hand a held lock straight to another owner in the same process, with a fresh
+--        lease and fencing token, unless someone waits in the queue (then they come
+--        first: the caller releases instead). Returns the new fence, or 0 if not passed.
 --   'release' token leaving
 --        leaving '1' = the caller may be queued: leave the queue first. Returns 1 if
 --        the lock was ours (and is now handed over or free), else 0.
@@ -139,9 +143,24 @@ local function release(token, leaving)
   return 1
 end
 
+local function pass(token, next_token, ttl)
+  if redis.call('GET', lock) ~= token or redis.call('EXISTS', queue) == 1 then
+    return 0
+  end
+  redis.call('SET', lock, next_token, 'PX', ttl)
+  local fence, err = next_fence()
+  if not fence then
+    redis.call('DEL', lock)
+    return err
+  end
+  return fence
+end
+
 local op = ARGV[1]
 if op == 'acquire' then
   return acquire(ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]))
+elseif op == 'pass' then
+  return pass(ARGV[2], ARGV[3], ARGV[4])
 elseif op == 'release' then
   return release(ARGV[2], ARGV[3])
 end

@@ -102,6 +102,17 @@ pub trait LockStore: Clone + Send + Sync + 'static {
         leaving: bool,
     ) -> impl Future<Output = Result<bool>> + Send;
 
+    /// Hands `key`, held by `owner`, straight to `next` with a lease of `ttl` and a
+    /// new fencing token, unless anyone waits in the lock's queue. Returns the new
+    /// token, or `None` when the lock was not passed (not ours, or others wait).
+    fn pass(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        next: &OwnerToken,
+        ttl: Ttl,
+    ) -> impl Future<Output = Result<Option<u64>>> + Send;
+
     /// Resets `key`'s lease to `ttl` if it holds `owner`; true when it did.
     fn extend(
         &self,

@@ -183,6 +183,22 @@ impl LockStore for SingleNode {
         self.run(&call, key).await
     }
 
+    async fn pass(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        next: &OwnerToken,
+        ttl: Ttl,
+    ) -> Result<Option<u64>> {
+        let mut call = lock_script(key);
+        call.arg("pass")
+            .arg(owner.as_str())
+            .arg(next.as_str())
+            .arg(ttl.as_millis());
+        let fence: u64 = self.run(&call, key).await?;
+        Ok((fence > 0).then_some(fence))
+    }
+
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
         let mut call = scripts::EXTEND.prepare_invoke();
         call.key(key.as_str())
