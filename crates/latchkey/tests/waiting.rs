@@ -591,3 +591,71 @@ async fn a_local_waiter_that_gives_up_is_skipped_and_nothing_leaks() {
         "a pass to a waiter that left leaked the lock"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_waiters_on_a_thousand_locks_share_two_connections() {
+    const LOCKS: usize = 1_000;
+    const WAITERS_PER_LOCK: usize = 10;
+    let server = RedisServer::start().unwrap();
+    let mut conn = admin(&server);
+    let holders_client = Client::open(&server.url()).await.unwrap();
+    let mut holders = Vec::new();
+    for i in 0..LOCKS {
+        let mutex = holders_client.mutex(&format!("many:{i}")).unwrap();
+        holders.push(mutex.try_lock().await.unwrap());
+    }
+    let before = connected_clients(&mut conn);
+    let waiting = Client::open(&server.url()).await.unwrap();
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..LOCKS * WAITERS_PER_LOCK {
+        let mutex = waiting.mutex(&format!("many:{}", i % LOCKS)).unwrap();
+        let done = done.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = mutex.lock_timeout(Duration::from_secs(60)).await.unwrap();
+            done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            guard.release().await.unwrap();
+        }));
+    }
+    // Every lock has a waiter in its Redis queue (the others wait in-process).
+    let started = Instant::now();
+    loop {
+        let queued: usize = (0..LOCKS)
+            .step_by(97)
+            .map(|i| {
+                conn.zcard::<_, usize>(format!("{{many:{i}}}:lk:queue"))
+                    .unwrap()
+            })
+            .sum();
+        if queued == LOCKS.div_ceil(97) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "waiters never queued"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // One command connection and one subscriber connection, whatever the number of waiters.
+    assert_eq!(connected_clients(&mut conn) - before, 2);
+    for holder in holders {
+        holder.release().await.unwrap();
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(
+        done.load(std::sync::atomic::Ordering::Relaxed),
+        LOCKS * WAITERS_PER_LOCK
+    );
+}
+
+fn connected_clients(conn: &mut redis::Connection) -> usize {
+    let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("connected_clients:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}

@@ -108,7 +108,9 @@ impl LocalLocks {
 
     /// Whether a task of this process holds `key` or waits for it in Redis.
     pub(crate) fn is_represented(&self, key: &LockKey) -> bool {
-        self.entries().get(key.as_str()).is_some_and(Local::represented)
+        self.entries()
+            .get(key.as_str())
+            .is_some_and(Local::represented)
     }
 
     /// A task of this process took `key` through Redis.
