@@ -18,14 +18,14 @@ pub struct Cli {
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Redis URL: redis://[user:password@]host[:port][/db], rediss:// for TLS.
+    /// Redis URL: redis://[user:password@]host[:port][/db], rediss:// for TLS
+    /// [default: redis://127.0.0.1:6379; `bench`: a private redis-server].
     /// Repeatable; several URLs (quorum mode) are not supported yet.
     #[arg(
         long,
         global = true,
         env = "LATCHKEY_REDIS",
         value_delimiter = ',',
-        default_value = "redis://127.0.0.1:6379",
         hide_env_values = true
     )]
     pub redis: Vec<String>,
@@ -33,10 +33,6 @@ pub struct Global {
     /// Key prefix for every lock name.
     #[arg(long, global = true, env = "LATCHKEY_PREFIX", default_value = "")]
     pub prefix: String,
-
-    /// Print data as JSON (status, list, release, throttle).
-    #[arg(long, global = true)]
-    pub json: bool,
 
     /// Print only results and errors.
     #[arg(short, long, global = true)]
@@ -61,7 +57,7 @@ pub enum Command {
     Throttle(ThrottleArgs),
     /// Run a scenario from the blog posts latchkey grew from, for real, against Redis.
     Demo(DemoArgs),
-    /// Benchmark latchkey against a polling SET NX lock on a private redis-server.
+    /// Benchmark latchkey against the raw Redis limit and rslock, side by side.
     Bench(BenchArgs),
 }
 
@@ -99,6 +95,10 @@ pub struct RunArgs {
 pub struct StatusArgs {
     /// The lock's name.
     pub name: String,
+
+    /// Print the result as one line of JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -106,6 +106,10 @@ pub struct ListArgs {
     /// Only names matching this glob pattern.
     #[arg(long = "match", default_value = "*")]
     pub pattern: String,
+
+    /// Print the result as one line of JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -116,6 +120,10 @@ pub struct ReleaseArgs {
     /// Required: breaking someone else's lock is never done by accident.
     #[arg(long)]
     pub force: bool,
+
+    /// Print the result as one line of JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -130,6 +138,10 @@ pub struct ThrottleArgs {
     /// The window length.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub per: Duration,
+
+    /// Print the result as one line of JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -151,15 +163,38 @@ pub struct BenchArgs {
     #[arg(long, value_enum)]
     pub scenario: Vec<BenchScenario>,
 
-    /// How long each implementation runs per scenario (e.g. 500ms, 5s).
+    /// Time per implementation per scenario (e.g. 500ms, 5s).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub duration: Duration,
+
+    /// Write every figure to this file as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+
+    /// Draw throughput to this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub chart: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum BenchScenario {
+    /// 50 tasks, each locking its own key.
+    Uncontended,
     /// 50 tasks on one key; critical section GET then SET of a counter.
     Contended,
     /// 4 tasks on one key; critical section sleeps 2 ms.
     Handoff,
+    /// 10 000 tasks waiting on 1 000 locks.
+    Waiters,
+}
+
+impl From<BenchScenario> for latchkey_bench::Scenario {
+    fn from(scenario: BenchScenario) -> Self {
+        match scenario {
+            BenchScenario::Uncontended => latchkey_bench::Scenario::Uncontended,
+            BenchScenario::Contended => latchkey_bench::Scenario::Contended,
+            BenchScenario::Handoff => latchkey_bench::Scenario::Handoff,
+            BenchScenario::Waiters => latchkey_bench::Scenario::Waiters,
+        }
+    }
 }

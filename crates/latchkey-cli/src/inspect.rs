@@ -53,7 +53,7 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     let client = connect::client(global).await?;
     let status = client.mutex(&args.name)?.status().await?;
     let view = LockView::new(&args.name, &status);
-    match global.json {
+    match args.json {
         true => output::json(&view)?,
         false => println!("{}", view.line(&status)),
     }
@@ -63,7 +63,7 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
 pub async fn list(global: &Global, args: ListArgs) -> Result<u8, Failure> {
     let client = connect::client(global).await?;
     let locks = client.list(&args.pattern).await?;
-    if global.json {
+    if args.json {
         let views: Vec<_> = locks
             .iter()
             .map(|(name, s)| LockView::new(name, s))
@@ -106,7 +106,7 @@ pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> 
         holder: was.as_ref().and_then(LockStatus::masked_holder),
         fence: was.as_ref().and_then(|s| s.fence),
     };
-    if global.json {
+    if args.json {
         output::json(&report)?;
         return Ok(0);
     }

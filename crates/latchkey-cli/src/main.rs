@@ -52,7 +52,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let url = connect::single_url(global)?;
             demo::run(url, global.quiet, args).await.map(|()| 0)
         }
-        Command::Bench(args) => bench::run(args).await.map(|()| 0),
+        Command::Bench(args) => bench::run(global, args).await,
     }
 }
 

@@ -28,7 +28,7 @@ pub async fn throttle(global: &Global, args: ThrottleArgs) -> Result<u8, Failure
         .check()
         .await?;
     let status = if decision.allowed { 0 } else { DENIED };
-    if global.json {
+    if args.json {
         output::json(&Report {
             key: &args.key,
             allowed: decision.allowed,

@@ -135,9 +135,10 @@ impl std::fmt::Display for LockKey {
 /// assert!(!latchkey::is_companion_key("app:job"));
 /// ```
 pub fn is_companion_key(key: &str) -> bool {
-    COMPANION_KINDS
-        .iter()
-        .any(|kind| key.ends_with(&companion("", kind)))
+    COMPANION_KINDS.iter().any(|kind| {
+        key.strip_suffix(kind)
+            .is_some_and(|rest| rest.ends_with(":lk:"))
+    })
 }
 
 fn validate_name(name: &str) -> Result<()> {

@@ -29,9 +29,7 @@ impl OwnerToken {
     pub fn generate() -> Result<Self> {
         let mut bytes = [0u8; 16];
         getrandom::fill(&mut bytes).map_err(|e| Error::Entropy(e.to_string()))?;
-        Ok(OwnerToken(
-            bytes.iter().map(|b| format!("{b:02x}")).collect(),
-        ))
+        Ok(OwnerToken(hex(&bytes)))
     }
 
     /// A token read back from a lock key (possibly another library's owner value).
@@ -53,9 +51,7 @@ impl OwnerToken {
     /// # Ok::<(), latchkey::Error>(())
     /// ```
     pub fn waiter_id(&self) -> String {
-        sha1_smol::Sha1::from(self.0.as_bytes())
-            .digest()
-            .to_string()
+        hex(&sha1_smol::Sha1::from(self.0.as_bytes()).digest().bytes())
     }
 
     /// The first 4 hex digits and an ellipsis: enough to tell owners apart in logs.
@@ -86,4 +82,14 @@ fn mask(owner: &str) -> String {
         return "…".to_owned();
     }
     format!("{shown}…")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    }
+    text
 }

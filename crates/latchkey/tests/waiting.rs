@@ -659,3 +659,21 @@ fn connected_clients(conn: &mut redis::Connection) -> usize {
         .parse()
         .unwrap()
 }
+
+#[tokio::test]
+async fn the_lost_token_of_a_fixed_lease_fires_when_it_runs_out() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let mutex = client
+        .mutex("token")
+        .unwrap()
+        .with_ttl(Duration::from_millis(200))
+        .unwrap();
+    let guard = mutex.try_lock().await.unwrap();
+    let token = guard.lost_token();
+    assert!(!token.is_cancelled());
+    tokio::time::timeout(Duration::from_secs(2), token.cancelled())
+        .await
+        .unwrap();
+    assert!(guard.is_lost());
+}

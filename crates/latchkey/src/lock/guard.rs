@@ -1,9 +1,10 @@
 //! The guard: proof of holding a lock, for as long as it lives.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::CancellationToken;
 
 use super::held::{Held, LeaseState};
 use super::waiter::Won;
@@ -40,17 +41,20 @@ impl<S: LockStore> MutexGuard<S> {
     pub(crate) fn new(won: Won<S>, lease: LeaseMode) -> Self {
         let Won { hold, fence, sent } = won;
         let state = Arc::new(LeaseState::new(lease.ttl(), sent));
-        let renew = matches!(lease, LeaseMode::Renewed(_));
-        let watchdog = watchdog::spawn(
-            hold.store.clone(),
-            hold.key.clone(),
-            hold.owner.clone(),
-            state.clone(),
-            renew,
-        );
+        // A fixed lease needs no task: `lost()` watches the clock itself.
+        let watchdog = matches!(lease, LeaseMode::Renewed(_)).then(|| {
+            watchdog::spawn(
+                hold.store.clone(),
+                hold.key.clone(),
+                hold.owner.clone(),
+                state.clone(),
+                true,
+            )
+        });
         MutexGuard {
             held: Arc::new(Held {
-                watchdog,
+                watchdog: watchdog.flatten(),
+                expiry_watch: OnceLock::new(),
                 hold,
                 fence,
                 lease: state,
@@ -111,20 +115,38 @@ impl<S: LockStore> MutexGuard<S> {
     }
 
     /// Resolves as soon as the lease is known lost: a renewal found the lock taken,
-    /// Redis did not answer before the lease ran out, or a fixed lease expired.
-    /// Select on it to stop work the lock no longer protects.
-    pub fn lost(&self) -> WaitForCancellationFutureOwned {
-        self.held.lease.lost().clone().cancelled_owned()
+    /// Redis did not answer before the lease ran out, or the lease ran out by our
+    /// clock. Select on it to stop work the lock no longer protects.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let lease = self.held.lease.clone();
+        async move { lease.until_lost().await }
     }
 
     /// The `lost` signal as a token, to hand to code that takes a `CancellationToken`.
     pub fn lost_token(&self) -> CancellationToken {
-        self.held.lease.lost().clone()
+        let held = &self.held;
+        held.expiry_watch.get_or_init(|| {
+            // A renewed lease has its watchdog; a fixed one gets a watcher now.
+            held.watchdog
+                .is_none()
+                .then(|| {
+                    let hold = &held.hold;
+                    watchdog::spawn(
+                        hold.store.clone(),
+                        hold.key.clone(),
+                        hold.owner.clone(),
+                        held.lease.clone(),
+                        false,
+                    )
+                })
+                .flatten()
+        });
+        held.lease.lost().clone()
     }
 
-    /// Whether the `lost` signal has fired.
+    /// Whether the lease is known lost or has run out by our clock.
     pub fn is_lost(&self) -> bool {
-        self.held.lease.lost().is_cancelled()
+        self.held.lease.is_lost()
     }
 
     /// Resets the lease to `ttl` from now (it is reset, not added to).
@@ -160,7 +182,7 @@ impl<S: LockStore> MutexGuard<S> {
     pub async fn release(self) -> Result<bool> {
         let mut held = match Arc::try_unwrap(self.held) {
             Ok(held) => held,
-            Err(shared) => return Ok(!shared.lease.lost().is_cancelled()),
+            Err(shared) => return Ok(!shared.lease.is_lost()),
         };
         held.stop_renewing();
         held.hold.release().await

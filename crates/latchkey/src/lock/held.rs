@@ -1,6 +1,6 @@
 //! What every guard of one acquisition shares: the hold, the fence, the lease.
 
-use std::sync::Mutex as StdMutex;
+use std::sync::{Mutex as StdMutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -12,8 +12,10 @@ use crate::store::LockStore;
 /// One acquisition. Reentrant guards share it through an `Arc`; the last one to go
 /// releases the lock (explicitly, or in the background on drop).
 pub(crate) struct Held<S: LockStore> {
-    // Declared first so it drops first: renewal stops before the release is sent.
+    // Declared first so they drop first: renewal stops before the release is sent.
     pub(crate) watchdog: Option<DropGuard>,
+    /// Watches a fixed lease run out, started on the first `lost_token` call.
+    pub(crate) expiry_watch: OnceLock<Option<DropGuard>>,
     pub(crate) hold: ReleaseOnDrop<S>,
     pub(crate) fence: u64,
     pub(crate) lease: std::sync::Arc<LeaseState>,
@@ -23,6 +25,7 @@ impl<S: LockStore> Held<S> {
     /// Stops the watchdog at once; it sends no renewal after this returns.
     pub(crate) fn stop_renewing(&mut self) {
         drop(self.watchdog.take());
+        drop(self.expiry_watch.take());
     }
 }
 
@@ -64,5 +67,27 @@ impl LeaseState {
 
     pub(crate) fn lost(&self) -> &CancellationToken {
         &self.lost
+    }
+
+    /// Whether the lease is known lost, or has run out by our clock.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.is_cancelled() || self.validity().is_zero()
+    }
+
+    /// Resolves once the lease is lost: the watchdog said so, or it ran out by our
+    /// clock (then this fires the signal itself). A renewal in the meantime moves the
+    /// end, and the wait goes on.
+    pub(crate) async fn until_lost(&self) {
+        loop {
+            let until = self.valid_until();
+            tokio::select! {
+                () = self.lost.cancelled() => return,
+                () = tokio::time::sleep_until(until.into()) => {}
+            }
+            if self.validity().is_zero() {
+                self.lose();
+                return;
+            }
+        }
     }
 }

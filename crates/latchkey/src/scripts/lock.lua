@@ -88,9 +88,25 @@ local function granted(member, queued)
   return {1, fence}
 end
 
-local function acquire(token, ttl, mode, wait_ms)
-  local member = mode .. token
-  local queued = wait_ms > 0
+-- A first try, not queued: nothing can have been handed to us yet, so SET NX
+-- answers for the common case (a free lock) in one command.
+local function try_once(token, ttl, mode, member)
+  if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
+    if mode == 'p' or not next_live_waiter() then
+      return granted(member, false)
+    end
+    -- Fair: a free lock with live waiters is owed to the first of them.
+    redis.call('DEL', lock)
+    return {0, -2}
+  end
+  -- SET NX also fails on a key of another type; GET raises WRONGTYPE for it.
+  redis.call('GET', lock)
+  return {0, redis.call('PTTL', lock)}
+end
+
+-- A try from the wait queue: the lock may have been handed to us, and a fair
+-- waiter takes a free lock only when it is at the head of the line.
+local function try_in_line(token, ttl, mode, member, wait_ms)
   local holder = redis.call('GET', lock)
   -- A release handed the lock to us with a short lease: claim it with our own.
   if holder == token then
@@ -102,16 +118,22 @@ local function acquire(token, ttl, mode, wait_ms)
     local head = mode == 'f' and next_live_waiter()
     if not head or head == member then
       redis.call('SET', lock, token, 'PX', ttl)
-      return granted(member, queued)
+      return granted(member, true)
     end
   end
-  if queued then
-    -- NX keeps a waiter's place in line when it renews its lease.
-    local us, ms = server_time()
-    redis.call('ZADD', queue, 'NX', us, member)
-    redis.call('ZADD', leases, ms + wait_ms, member)
-  end
+  -- NX keeps a waiter's place in line when it renews its lease.
+  local us, ms = server_time()
+  redis.call('ZADD', queue, 'NX', us, member)
+  redis.call('ZADD', leases, ms + wait_ms, member)
   return {0, redis.call('PTTL', lock)}
+end
+
+local function acquire(token, ttl, mode, wait_ms)
+  local member = mode .. token
+  if wait_ms == 0 then
+    return try_once(token, ttl, mode, member)
+  end
+  return try_in_line(token, ttl, mode, member, wait_ms)
 end
 
 local function release(token, leaving)

@@ -266,7 +266,7 @@ impl LockStore for SingleNode {
     fn join_watch(&self, key: &LockKey, owner: &OwnerToken) -> Option<Watch> {
         self.subscriber
             .as_ref()?
-            .join(key.channel(), owner.waiter_id())
+            .join(key.channel(), || owner.waiter_id())
     }
 }
 

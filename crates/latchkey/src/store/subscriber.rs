@@ -140,13 +140,13 @@ impl Subscriber {
 
     /// Registers `waiter` without a round trip if this process already holds a
     /// confirmed subscription to `channel` (other local waiters keep it open).
-    pub(crate) fn join(&self, channel: &str, waiter: String) -> Option<Watch> {
+    pub(crate) fn join(&self, channel: &str, waiter: impl FnOnce() -> String) -> Option<Watch> {
         let confirmed = self
             .shared
             .lock_channels()
             .get(channel)
             .is_some_and(|c| c.confirmed);
-        confirmed.then(|| self.register(channel, waiter))
+        confirmed.then(|| self.register(channel, waiter()))
     }
 
     fn register(&self, channel: &str, waiter: String) -> Watch {

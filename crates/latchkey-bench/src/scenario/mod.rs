@@ -1,0 +1,87 @@
+//! The scenarios: what runs, with how many tasks, on which keys.
+
+mod waiters;
+mod workload;
+
+use std::time::Duration;
+
+use indicatif::ProgressBar;
+use serde::Serialize;
+
+use crate::BenchError;
+use crate::report::Figures;
+use workload::{Section, Workload};
+
+/// A benchmark scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scenario {
+    /// 50 tasks, each locking its own key: acquire + release in a loop.
+    Uncontended,
+    /// 50 tasks on one key; critical section = GET then SET of a counter (checked).
+    Contended,
+    /// 4 tasks on one key; the critical section sleeps 2 ms.
+    Handoff,
+    /// 10 000 tasks waiting on 1 000 locks (latchkey only).
+    Waiters,
+}
+
+impl Scenario {
+    /// Every scenario, in report order.
+    pub const ALL: [Scenario; 4] = [
+        Scenario::Uncontended,
+        Scenario::Contended,
+        Scenario::Handoff,
+        Scenario::Waiters,
+    ];
+
+    /// The name used on the command line, in tables and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Uncontended => "uncontended",
+            Scenario::Contended => "contended",
+            Scenario::Handoff => "handoff",
+            Scenario::Waiters => "waiters",
+        }
+    }
+
+    /// Progress-bar steps this scenario takes.
+    pub(crate) fn steps(self) -> u64 {
+        match self {
+            Scenario::Waiters => 1,
+            _ => workload::steps(),
+        }
+    }
+
+    pub(crate) async fn run(
+        self,
+        url: &str,
+        duration: Duration,
+        progress: &ProgressBar,
+    ) -> Result<Vec<Figures>, BenchError> {
+        let workload = |tasks, shared_key, section| Workload {
+            scenario: self,
+            tasks,
+            shared_key,
+            section,
+        };
+        match self {
+            Scenario::Uncontended => {
+                workload(50, false, Section::Nothing)
+                    .run(url, duration, progress)
+                    .await
+            }
+            Scenario::Contended => {
+                workload(50, true, Section::GetSet)
+                    .run(url, duration, progress)
+                    .await
+            }
+            Scenario::Handoff => {
+                workload(4, true, Section::Sleep(Duration::from_millis(2)))
+                    .run(url, duration, progress)
+                    .await
+            }
+            Scenario::Waiters => waiters::run(url, progress).await,
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! `latchkey bench`: runs latchkey-bench with the command line's options.
+
+use latchkey_bench::{BenchError, Options, Scenario};
+
+use crate::cli::{BenchArgs, Global};
+use crate::exit::Failure;
+
+pub async fn run(global: &Global, args: BenchArgs) -> Result<u8, Failure> {
+    let redis = match global.redis.as_slice() {
+        [] => None,
+        [url] => Some(url.clone()),
+        several => {
+            return Err(Failure::usage(format!(
+                "{} Redis URLs given; the quorum scenario is not available yet",
+                several.len()
+            )));
+        }
+    };
+    let scenarios = match args.scenario.is_empty() {
+        true => Scenario::ALL.to_vec(),
+        false => args.scenario.into_iter().map(Scenario::from).collect(),
+    };
+    let options = Options {
+        scenarios,
+        duration: args.duration,
+        redis,
+        json: args.json,
+        chart: args.chart,
+        progress: !global.quiet,
+    };
+    latchkey_bench::run(&options).await.map_err(failure)?;
+    Ok(0)
+}
+
+fn failure(error: BenchError) -> Failure {
+    match error {
+        BenchError::Lock(error) => error.into(),
+        BenchError::Redis(message) => {
+            Failure::unavailable(format!("Redis failed during the benchmark: {message}"))
+        }
+        other => Failure::software(other.to_string()),
+    }
+}
