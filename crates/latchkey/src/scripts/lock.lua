@@ -9,7 +9,8 @@
 -- KEYS[4]  the waiters' leases: the same members, score = when the lease ends (ms).
 -- KEYS[5]  the pub/sub channel on which a waiter hears "you're next" (the SHA-1 of
 --          its token, so the token itself never crosses the channel).
--- All five share a hash slot.
+-- All five share a hash slot. A plain first try ('acquire' with mode 'p' and wait 0)
+-- declares only KEYS[1] and KEYS[2], the only ones it touches.
 --
 -- ARGV[1] is the operation:
 --   'acquire' token ttl_ms mode wait_ms

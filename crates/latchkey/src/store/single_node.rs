@@ -159,7 +159,13 @@ impl LockStore for SingleNode {
         owner: &OwnerToken,
         request: AcquireRequest,
     ) -> Result<Attempt> {
-        let mut call = lock_script(key);
+        // A plain first try touches only the lock and its counter: fewer keys, less
+        // work for the server on the most common call.
+        let keys = match (request.fair, request.queue_lease) {
+            (false, None) => LockKeys::Own,
+            _ => LockKeys::All,
+        };
+        let mut call = lock_script(key, keys);
         call.arg("acquire")
             .arg(owner.as_str())
             .arg(request.ttl.as_millis())
@@ -176,7 +182,7 @@ impl LockStore for SingleNode {
     }
 
     async fn release(&self, key: &LockKey, owner: &OwnerToken, leaving: bool) -> Result<bool> {
-        let mut call = lock_script(key);
+        let mut call = lock_script(key, LockKeys::All);
         call.arg("release")
             .arg(owner.as_str())
             .arg(if leaving { "1" } else { "0" });
@@ -190,7 +196,7 @@ impl LockStore for SingleNode {
         next: &OwnerToken,
         ttl: Ttl,
     ) -> Result<Option<u64>> {
-        let mut call = lock_script(key);
+        let mut call = lock_script(key, LockKeys::All);
         call.arg("pass")
             .arg(owner.as_str())
             .arg(next.as_str())
@@ -270,14 +276,21 @@ impl LockStore for SingleNode {
     }
 }
 
-/// `lock.lua` with the lock's five keys, ready for its operation's arguments.
-fn lock_script(key: &LockKey) -> ScriptInvocation<'static> {
+/// Which of the lock's keys a `lock.lua` call declares.
+enum LockKeys {
+    /// The lock key and its fencing counter.
+    Own,
+    /// Those, the wait queue, the waiter leases and the channel.
+    All,
+}
+
+/// `lock.lua` with the lock's keys, ready for its operation's arguments.
+fn lock_script(key: &LockKey, keys: LockKeys) -> ScriptInvocation<'static> {
     let mut call = scripts::LOCK.prepare_invoke();
-    call.key(key.as_str())
-        .key(key.fence())
-        .key(key.queue())
-        .key(key.leases())
-        .key(key.channel());
+    call.key(key.as_str()).key(key.fence());
+    if let LockKeys::All = keys {
+        call.key(key.queue()).key(key.leases()).key(key.channel());
+    }
     call
 }
 
