@@ -320,3 +320,45 @@ fn every_misuse_is_one_line_and_a_documented_status() {
     assert_eq!(refused.status.code(), Some(69));
     assert!(!stderr(&refused).contains("nope"));
 }
+
+#[test]
+fn bench_writes_its_json_and_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json_path, chart_path) = (dir.path().join("b.json"), dir.path().join("b.svg"));
+    let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .args([
+            "bench",
+            "--scenario",
+            "contended",
+            "--duration",
+            "300ms",
+            "-q",
+        ])
+        .arg("--json")
+        .arg(&json_path)
+        .arg("--chart")
+        .arg(&chart_path)
+        .env_remove("LATCHKEY_REDIS")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("latchkey / rslock: throughput"),
+        "{}",
+        stdout(&output)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let impls: Vec<&str> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["impl"].as_str().unwrap())
+        .collect();
+    assert_eq!(impls, ["latchkey", "raw", "rslock"]);
+    assert!(
+        std::fs::read_to_string(&chart_path)
+            .unwrap()
+            .contains("<rect")
+    );
+}

@@ -56,6 +56,31 @@ pub fn is_worker(entry: &str) -> bool {
     std::env::var(ROLE_VAR).is_ok_and(|role| role == entry)
 }
 
+/// Runs `job` with the parent's `REDIS_URL` on a fresh tokio runtime, if this
+/// process is the worker for `entry`; does nothing otherwise.
+///
+/// ```no_run
+/// #[test]
+/// #[ignore = "worker process"]
+/// fn holder_worker() {
+///     latchkey_testkit::worker::serve("holder_worker", |url| async move {
+///         println!("would lock something on {url}");
+///     });
+/// }
+/// ```
+pub fn serve<F, Fut>(entry: &str, job: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    if !is_worker(entry) {
+        return;
+    }
+    let url = env("REDIS_URL");
+    let runtime = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("worker runtime: {e}"));
+    runtime.block_on(job(url));
+}
+
 /// Reads a variable the parent passed to this worker; panics with its name if absent
 /// (a test worker has no better way to report a broken setup).
 pub fn env(name: &str) -> String {

@@ -17,12 +17,7 @@ const COUNTER: &str = "test:counter";
 #[test]
 #[ignore = "worker process, spawned by increments_from_many_processes_are_exact"]
 fn increment_worker() {
-    if !worker::is_worker("increment_worker") {
-        return;
-    }
-    let url = worker::env("REDIS_URL");
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(async move {
+    worker::serve("increment_worker", |url| async move {
         let client = Client::open(&url).await.unwrap();
         let mut tasks = Vec::new();
         for _ in 0..TASKS {
@@ -80,12 +75,7 @@ const CRASH_TTL: Duration = Duration::from_secs(3);
 #[test]
 #[ignore = "worker process, spawned by a_killed_holder_blocks_until_its_ttl_and_no_longer"]
 fn hold_forever_worker() {
-    if !worker::is_worker("hold_forever_worker") {
-        return;
-    }
-    let url = worker::env("REDIS_URL");
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(async move {
+    worker::serve("hold_forever_worker", |url| async move {
         let client = Client::open(&url).await.unwrap();
         let guard = client
             .mutex("crash-lock")

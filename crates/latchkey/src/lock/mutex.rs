@@ -27,12 +27,13 @@ const FORCE_ATTEMPTS: usize = 5;
 /// watchdog renews the 30 s lease while the guard lives ([`LeaseMode::Renewed`]);
 /// [`with_ttl`](Self::with_ttl) sets a fixed lease instead.
 ///
-/// Waiters do not poll: a release wakes exactly one of them through Redis pub/sub.
-/// By default the lock is *plain*: a newcomer may take a free lock ahead of waiters
-/// (fastest), and while a task of this process holds it, other tasks of the process
-/// queue locally and get it passed on in one round trip, unless tasks of other
-/// processes wait (they come first). [`fair`](Self::fair) makes it FIFO: a release
-/// hands the lock straight to the oldest live waiter, across all processes.
+/// Waiters do not poll: they queue in Redis, and a release hands the lock to the
+/// oldest live waiter and wakes just that one through pub/sub. By default the lock
+/// is *plain*: a newcomer may take a *free* lock without queueing, and while a task
+/// of this process holds it, other tasks of the process queue locally and get it
+/// passed on in one round trip, unless tasks of other processes wait (they come
+/// first). [`fair`](Self::fair) makes it strictly FIFO across all processes: no
+/// newcomer takes a free lock that a live waiter is owed, and no local passing.
 ///
 /// ```no_run
 /// use std::time::Duration;

@@ -23,7 +23,8 @@
 --        first: the caller releases instead). Returns the new fence, or 0 if not passed.
 --   'release' token leaving
 --        leaving '1' = the caller may be queued: leave the queue first. Returns 1 if
---        the lock was ours (and is now handed over or free), else 0.
+--        the lock was ours (and is now handed to the oldest live waiter, or free),
+--        else 0.
 
 local lock, fence_key, queue, leases, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
@@ -151,15 +152,12 @@ local function release(token, leaving)
     return 1
   end
   leave_queue(waiter)
+  -- The lock passes straight to the oldest live waiter, plain or fair, for as long
+  -- as its waiter lease still runs; it claims the lock with its full lease when it
+  -- hears of it. Freeing the lock instead would let a newcomer (often the releaser,
+  -- back for more) take it first every time, and the waiter would starve.
   local waiter_token = string.sub(waiter, 2)
-  if string.sub(waiter, 1, 1) == 'f' then
-    -- Fair: the lock passes straight to the waiter, for as long as its waiter lease
-    -- still runs; it claims the lock with its full lease when it hears of it.
-    redis.call('SET', lock, waiter_token, 'PX', lease_left)
-  else
-    -- Plain: free the lock and wake just this one waiter, not the whole herd.
-    redis.call('DEL', lock)
-  end
+  redis.call('SET', lock, waiter_token, 'PX', lease_left)
   -- pcall: the release has happened; an ACL user without rights on the channel must
   -- not turn it into an error (the waiter's timer then finds the lock instead).
   redis.pcall('PUBLISH', channel, redis.sha1hex(waiter_token))
