@@ -44,7 +44,7 @@ pub(crate) fn svg(results: &[Figures]) -> String {
         y += 20;
         for f in group {
             let length = ((f.ops_per_sec / best) * BAR_WIDTH as f64).round() as u32;
-            let colour = if f.implementation == "latchkey" {
+            let colour = if f.implementation.starts_with("latchkey") {
                 "#2b6cb0"
             } else {
                 "#a0aec0"

@@ -28,6 +28,9 @@ static RAW_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
 pub enum Impl {
     /// This library (plain mode).
     Latchkey,
+    /// This library in fair (strict FIFO) mode.
+    #[serde(rename = "latchkey-fair")]
+    LatchkeyFair,
     /// The bare commands: `SET key token NX PX`, retried every 10 ms when busy, and
     /// a Lua compare-and-delete release. No fencing, no waiting but polling.
     Raw,
@@ -37,12 +40,13 @@ pub enum Impl {
 
 impl Impl {
     /// All of them, in report order.
-    pub const ALL: [Impl; 3] = [Impl::Latchkey, Impl::Raw, Impl::Rslock];
+    pub const ALL: [Impl; 4] = [Impl::Latchkey, Impl::LatchkeyFair, Impl::Raw, Impl::Rslock];
 
     /// The name used in tables and JSON.
     pub fn name(self) -> &'static str {
         match self {
             Impl::Latchkey => "latchkey",
+            Impl::LatchkeyFair => "latchkey-fair",
             Impl::Raw => "raw",
             Impl::Rslock => "rslock",
         }
@@ -52,7 +56,10 @@ impl Impl {
 /// One implementation's lock, shared by a scenario's tasks like one process's client.
 #[derive(Clone)]
 pub(crate) enum Locker {
-    Latchkey(latchkey::Client),
+    Latchkey {
+        client: latchkey::Client,
+        fair: bool,
+    },
     Raw(MultiplexedConnection),
     Rslock(Arc<rslock::LockManager>),
 }
@@ -67,7 +74,10 @@ pub(crate) enum Held {
 impl Locker {
     pub(crate) async fn new(which: Impl, url: &str) -> Result<Self, BenchError> {
         Ok(match which {
-            Impl::Latchkey => Locker::Latchkey(latchkey::Client::open(url).await?),
+            Impl::Latchkey | Impl::LatchkeyFair => Locker::Latchkey {
+                client: latchkey::Client::open(url).await?,
+                fair: which == Impl::LatchkeyFair,
+            },
             Impl::Raw => Locker::Raw(
                 redis::Client::open(url)?
                     .get_multiplexed_async_connection()
@@ -82,8 +92,9 @@ impl Locker {
     /// Waits for `key`, each implementation its own way.
     pub(crate) async fn lock(&self, key: &str) -> Result<Held, BenchError> {
         match self {
-            Locker::Latchkey(client) => {
+            Locker::Latchkey { client, fair } => {
                 let mutex = client.mutex(key)?.with_ttl(TTL)?;
+                let mutex = if *fair { mutex.fair() } else { mutex };
                 Ok(Held::Latchkey(mutex.lock().await?))
             }
             Locker::Raw(conn) => raw_lock(conn.clone(), key).await,

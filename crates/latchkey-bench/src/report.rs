@@ -23,7 +23,7 @@ pub struct Report {
 pub struct Figures {
     /// `uncontended`, `contended`, `handoff` or `waiters`.
     pub scenario: String,
-    /// `latchkey`, `raw` or `rslock`.
+    /// `latchkey`, `latchkey-fair`, `raw` or `rslock`.
     #[serde(rename = "impl")]
     pub implementation: String,
     /// Lock cycles (critical sections) per second; for `waiters`, grants per second.
@@ -104,7 +104,7 @@ pub(crate) fn progress(options: &Options) -> ProgressBar {
 pub(crate) fn print_table(scenario: Scenario, figures: &[Figures]) {
     println!("\n{}", scenario.name());
     println!(
-        "  {:<9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "  {:<13} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "impl", "ops/s", "p50 µs", "p99 µs", "max µs", "cmds/op", "min/max", "gap p50", "extra"
     );
     for f in figures {
@@ -120,7 +120,7 @@ pub(crate) fn print_table(scenario: Scenario, figures: &[Figures]) {
             _ => String::new(),
         };
         println!(
-            "  {:<9} {:>10.0} {:>9} {:>9} {:>9} {:>9.2} {:>9} {:>9} {:>9}",
+            "  {:<13} {:>10.0} {:>9} {:>9} {:>9} {:>9.2} {:>9} {:>9} {:>9}",
             f.implementation,
             f.ops_per_sec,
             f.latency_us.p50,
@@ -132,15 +132,18 @@ pub(crate) fn print_table(scenario: Scenario, figures: &[Figures]) {
             extra
         );
     }
-    let Some(ours) = figures.iter().find(|f| f.implementation == "latchkey") else {
-        return;
-    };
-    for other in figures.iter().filter(|f| f.implementation != "latchkey") {
-        println!(
-            "  latchkey / {}: throughput ×{:.2}, max wait ×{:.2}",
-            other.implementation,
-            ours.ops_per_sec / other.ops_per_sec.max(1e-9),
-            ours.latency_us.max as f64 / other.latency_us.max.max(1) as f64,
-        );
+    let (ours, peers): (Vec<&Figures>, Vec<&Figures>) = figures
+        .iter()
+        .partition(|f| f.implementation.starts_with("latchkey"));
+    for ours in &ours {
+        for peer in &peers {
+            println!(
+                "  {} / {}: throughput ×{:.2}, max wait ×{:.2}",
+                ours.implementation,
+                peer.implementation,
+                ours.ops_per_sec / peer.ops_per_sec.max(1e-9),
+                ours.latency_us.max as f64 / peer.latency_us.max.max(1) as f64,
+            );
+        }
     }
 }

@@ -355,7 +355,7 @@ fn bench_writes_its_json_and_chart() {
         .iter()
         .map(|r| r["impl"].as_str().unwrap())
         .collect();
-    assert_eq!(impls, ["latchkey", "raw", "rslock"]);
+    assert_eq!(impls, ["latchkey", "latchkey-fair", "raw", "rslock"]);
     assert!(
         std::fs::read_to_string(&chart_path)
             .unwrap()
