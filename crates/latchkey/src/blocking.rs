@@ -22,6 +22,7 @@ use tokio::runtime::{Handle, Runtime};
 
 use crate::error::{Error, Result};
 use crate::key::LockKey;
+use crate::lock::LockStatus;
 
 /// Blocking twin of [`crate::Client`].
 ///
@@ -80,9 +81,26 @@ impl Mutex {
         Ok(self)
     }
 
+    /// The same lock with a lease renewed in the background every `ttl / 3`.
+    pub fn with_watchdog(mut self, ttl: Duration) -> Result<Self> {
+        self.inner = self.inner.with_watchdog(ttl)?;
+        Ok(self)
+    }
+
+    /// The same lock, strictly FIFO across processes.
+    pub fn fair(mut self) -> Self {
+        self.inner = self.inner.fair();
+        self
+    }
+
     /// The lock's Redis key.
     pub fn key(&self) -> &LockKey {
         self.inner.key()
+    }
+
+    /// Holder (mask it before display), remaining lease, last fence, waiters.
+    pub fn status(&self) -> Result<LockStatus> {
+        block_on(&self.runtime, self.inner.status())?
     }
 
     /// Takes the lock if it is free; [`Error::Busy`] if not.
@@ -135,6 +153,11 @@ impl MutexGuard {
     /// The fencing token (see [`crate::MutexGuard::fence`]).
     pub fn fence(&self) -> u64 {
         self.inner.as_ref().map_or(0, crate::MutexGuard::fence)
+    }
+
+    /// Whether the lease is known lost or has run out by our clock.
+    pub fn is_lost(&self) -> bool {
+        self.inner.as_ref().is_none_or(crate::MutexGuard::is_lost)
     }
 
     /// How much longer the lease surely lasts, by our clock.

@@ -29,6 +29,8 @@
 //! Synchronous callers use [`blocking`]. The key layout and the Lua scripts are
 //! described in [`LockKey`] and in the `scripts/` folder of the source.
 
+#![warn(missing_docs)]
+
 pub mod blocking;
 mod client;
 mod error;

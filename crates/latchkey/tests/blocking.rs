@@ -25,6 +25,8 @@ fn the_blocking_api_takes_extends_and_releases() {
     guard.extend(Duration::from_secs(20)).unwrap();
     assert!(guard.validity() > Duration::from_secs(10));
     assert!(guard.is_held().unwrap());
+    assert!(!guard.is_lost());
+    assert!(mutex.status().unwrap().is_held());
     let fence = guard.fence();
     assert!(guard.release().unwrap());
 
@@ -36,6 +38,20 @@ fn the_blocking_api_takes_extends_and_releases() {
     let held: bool = admin.exists("sync:job").unwrap();
     assert!(!held);
     assert!(!mutex.is_locked().unwrap());
+
+    let fair = client
+        .mutex("queue")
+        .unwrap()
+        .fair()
+        .with_watchdog(Duration::from_millis(300))
+        .unwrap();
+    let held = fair.lock().unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(
+        held.is_held().unwrap(),
+        "the watchdog did not renew the lease"
+    );
+    assert!(held.release().unwrap());
 }
 
 #[tokio::test]
