@@ -114,6 +114,20 @@ impl<S: LockStore> MutexGuard<S> {
         self.held.lease.validity()
     }
 
+    /// The instant until which the lease surely lasts, by our clock (see
+    /// [`validity`](Self::validity)); in the past once it has run out. For logs and
+    /// checkers that compare holders' lease windows.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// assert!(guard.valid_until() > std::time::Instant::now());
+    /// # Ok(()) }
+    /// ```
+    pub fn valid_until(&self) -> Instant {
+        self.held.lease.valid_until()
+    }
+
     /// Resolves as soon as the lease is known lost: a renewal found the lock taken,
     /// Redis did not answer before the lease ran out, or the lease ran out by our
     /// clock. Select on it to stop work the lock no longer protects.
