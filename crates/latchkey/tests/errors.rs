@@ -1,5 +1,7 @@
 //! Every bad input and every broken server gives its own typed error, never a panic.
 
+mod common;
+
 use std::time::Duration;
 
 use latchkey::store::LockStore;
@@ -9,8 +11,7 @@ use redis::Commands;
 
 #[tokio::test]
 async fn bad_arguments_are_refused_before_anything_is_sent() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
+    let (_server, client) = common::start().await;
     let too_long = "x".repeat(2000);
     for name in ["", "bad\nname", too_long.as_str(), "a}b"] {
         assert!(
@@ -77,8 +78,7 @@ async fn a_server_that_is_down_is_unreachable() {
 
 #[tokio::test]
 async fn a_paused_server_is_unreachable_after_the_response_timeout() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
+    let (server, client) = common::start().await;
     let mutex = client.mutex("paused").unwrap();
     server.pause().unwrap();
     let result = mutex.try_lock().await;

@@ -1,5 +1,7 @@
 //! The lock on one real Redis server: ownership, fencing, cancellation, interop, drop.
 
+mod common;
+
 use std::time::Duration;
 
 use latchkey::store::{AcquireRequest, Attempt, LockStore};
@@ -8,13 +10,8 @@ use latchkey_testkit::RedisServer;
 use redis::AsyncCommands;
 
 async fn setup() -> (RedisServer, Client, redis::aio::MultiplexedConnection) {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
-    let raw = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let (server, client) = common::start().await;
+    let raw = common::connect(&server.url()).await;
     (server, client, raw)
 }
 
@@ -41,11 +38,7 @@ async fn freed_within(
 #[tokio::test]
 async fn the_lock_key_holds_exactly_the_owner_token_with_a_px_expiry() {
     let (_server, client, mut raw) = setup().await;
-    let mutex = client
-        .mutex("layout")
-        .unwrap()
-        .with_ttl(Duration::from_secs(7))
-        .unwrap();
+    let mutex = common::fixed(&client, "layout", Duration::from_secs(7));
     let guard = mutex.try_lock().await.unwrap();
     let stored: String = raw.get("layout").await.unwrap();
     assert_eq!(stored, guard.owner().as_str());
@@ -106,11 +99,7 @@ async fn a_waiter_gets_the_lock_when_the_holder_releases() {
 #[tokio::test]
 async fn release_and_extend_by_a_non_owner_are_refused_and_change_nothing() {
     let (_server, client, mut raw) = setup().await;
-    let mutex = client
-        .mutex("owned")
-        .unwrap()
-        .with_ttl(Duration::from_secs(20))
-        .unwrap();
+    let mutex = common::fixed(&client, "owned", Duration::from_secs(20));
     let guard = mutex.try_lock().await.unwrap();
     let key = mutex.key().clone();
     let stranger = OwnerToken::generate().unwrap();
@@ -138,11 +127,7 @@ async fn release_and_extend_by_a_non_owner_are_refused_and_change_nothing() {
 #[tokio::test]
 async fn a_holder_whose_lease_expired_cannot_release_or_extend_the_next_holders_lock() {
     let (_server, client, mut raw) = setup().await;
-    let mutex = client
-        .mutex("expired")
-        .unwrap()
-        .with_ttl(Duration::from_millis(100))
-        .unwrap();
+    let mutex = common::fixed(&client, "expired", Duration::from_millis(100));
     let stale = mutex.try_lock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(stale.validity(), Duration::ZERO);
@@ -169,11 +154,7 @@ async fn a_holder_whose_lease_expired_cannot_release_or_extend_the_next_holders_
 #[tokio::test]
 async fn extend_resets_the_lease_rather_than_adding_to_it() {
     let (_server, client, mut raw) = setup().await;
-    let mutex = client
-        .mutex("extend")
-        .unwrap()
-        .with_ttl(Duration::from_secs(10))
-        .unwrap();
+    let mutex = common::fixed(&client, "extend", Duration::from_secs(10));
     let guard = mutex.try_lock().await.unwrap();
     guard.extend(Duration::from_secs(4)).await.unwrap();
     let left = pttl(&mut raw, "extend").await;
@@ -234,11 +215,7 @@ async fn the_same_client_keeps_working_after_the_server_restarts() {
 #[tokio::test]
 async fn a_dropped_guard_is_released_in_the_background() {
     let (_server, client, mut raw) = setup().await;
-    let mutex = client
-        .mutex("dropped")
-        .unwrap()
-        .with_ttl(Duration::from_secs(60))
-        .unwrap();
+    let mutex = common::fixed(&client, "dropped", Duration::from_secs(60));
     drop(mutex.try_lock().await.unwrap());
     assert!(freed_within(&mut raw, "dropped", Duration::from_secs(2)).await);
 }
@@ -246,11 +223,7 @@ async fn a_dropped_guard_is_released_in_the_background() {
 #[tokio::test]
 async fn a_cancelled_acquire_whose_set_lands_after_the_drop_leaves_nothing_held() {
     let (server, client, mut raw) = setup().await;
-    let mutex = client
-        .mutex("cancelled")
-        .unwrap()
-        .with_ttl(Duration::from_secs(60))
-        .unwrap();
+    let mutex = common::fixed(&client, "cancelled", Duration::from_secs(60));
     // Load the script first: a cold EVALSHA would only fetch NOSCRIPT, never set anything.
     mutex.try_lock().await.unwrap().release().await.unwrap();
     // Freeze Redis so the acquire is on the wire but unanswered when we drop it.
@@ -269,11 +242,7 @@ async fn a_cancelled_acquire_whose_set_lands_after_the_drop_leaves_nothing_held(
 #[tokio::test]
 async fn lock_futures_dropped_at_random_points_never_leave_the_key_held() {
     let (_server, client, mut raw) = setup().await;
-    let mutex = client
-        .mutex("random-drop")
-        .unwrap()
-        .with_ttl(Duration::from_secs(60))
-        .unwrap();
+    let mutex = common::fixed(&client, "random-drop", Duration::from_secs(60));
     let mut landed = 0;
     for round in 0..300u64 {
         // Half the rounds race a free lock, half a lock that frees itself soon.
@@ -313,15 +282,7 @@ async fn a_plain_set_nx_px_holder_and_latchkey_exclude_each_other() {
     let mutex = client.mutex("shared").unwrap();
 
     // Another library (redis-py's Lock, redsync, node-redlock) holds it...
-    let taken: Option<String> = redis::cmd("SET")
-        .arg("shared")
-        .arg("their-token")
-        .arg("NX")
-        .arg("PX")
-        .arg(5_000)
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    let taken = their_set_nx_px(&mut raw).await;
     assert!(taken.is_some());
     match mutex.try_lock().await {
         Err(Error::Busy {
@@ -334,17 +295,22 @@ async fn a_plain_set_nx_px_holder_and_latchkey_exclude_each_other() {
     let _: i64 = raw.del("shared").await.unwrap();
     let guard = mutex.try_lock().await.unwrap();
     // ...and their SET NX PX fails while we hold it.
-    let theirs: Option<String> = redis::cmd("SET")
+    let theirs = their_set_nx_px(&mut raw).await;
+    assert!(theirs.is_none());
+    assert!(guard.release().await.unwrap());
+}
+
+/// The plain `SET key token NX PX ttl` other libraries take a lock with.
+async fn their_set_nx_px(raw: &mut redis::aio::MultiplexedConnection) -> Option<String> {
+    redis::cmd("SET")
         .arg("shared")
         .arg("their-token")
         .arg("NX")
         .arg("PX")
         .arg(5_000)
-        .query_async(&mut raw)
+        .query_async(raw)
         .await
-        .unwrap();
-    assert!(theirs.is_none());
-    assert!(guard.release().await.unwrap());
+        .unwrap()
 }
 
 #[tokio::test]

@@ -1,5 +1,7 @@
 //! Mutual exclusion and crash recovery across real OS processes.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
@@ -25,11 +27,7 @@ fn increment_worker() {
             let url = url.clone();
             tasks.push(tokio::spawn(async move {
                 let mutex = client.mutex("counter-lock").unwrap();
-                let mut conn = redis::Client::open(url.as_str())
-                    .unwrap()
-                    .get_multiplexed_async_connection()
-                    .await
-                    .unwrap();
+                let mut conn = common::connect(&url).await;
                 for _ in 0..ROUNDS {
                     let guard = mutex.lock_timeout(Duration::from_secs(60)).await.unwrap();
                     let value: i64 = conn
@@ -77,11 +75,7 @@ const CRASH_TTL: Duration = Duration::from_secs(3);
 fn hold_forever_worker() {
     worker::serve("hold_forever_worker", |url| async move {
         let client = Client::open(&url).await.unwrap();
-        let guard = client
-            .mutex("crash-lock")
-            .unwrap()
-            .with_ttl(CRASH_TTL)
-            .unwrap();
+        let guard = common::fixed(&client, "crash-lock", CRASH_TTL);
         let guard = guard.try_lock().await.unwrap();
         println!("HELD {}", guard.fence());
         // Long enough to be killed first; short enough that a broken test cannot hang CI.

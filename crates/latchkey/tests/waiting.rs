@@ -1,6 +1,8 @@
 //! Waiting without polling: FIFO handoff across processes, wake-one, waiter leases,
 //! cancellation, a lost subscriber connection, the watchdog and its `lost` signal.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,8 +57,7 @@ fn fifo_worker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifo_order_holds_across_processes() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
+    let (server, client) = common::start().await;
     let holder = client
         .mutex("fifo")
         .unwrap()
@@ -119,8 +120,7 @@ fn doomed_waiter_worker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_killed_while_queued_is_skipped_within_its_waiter_lease() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
+    let (server, client) = common::start().await;
     let mutex = client.mutex("skip-dead").unwrap().fair();
     let holder = mutex.try_lock().await.unwrap();
     let mut doomed = worker::spawn("doomed_waiter_worker", &[("REDIS_URL", server.url())]).unwrap();
@@ -147,8 +147,7 @@ async fn a_waiter_killed_while_queued_is_skipped_within_its_waiter_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_waiting_future_leaves_the_queue_at_once() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
+    let (server, client) = common::start().await;
     let mutex = client.mutex("impatient").unwrap().fair();
     let holder = mutex.try_lock().await.unwrap();
     let waiter = {
@@ -171,8 +170,7 @@ async fn a_dropped_waiting_future_leaves_the_queue_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_that_times_out_leaves_the_queue_and_passes_on_a_handover() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
+    let (server, client) = common::start().await;
     let mutex = client.mutex("timeout").unwrap().fair();
     let holder = mutex.try_lock().await.unwrap();
     match mutex.lock_timeout(Duration::from_millis(200)).await {
@@ -187,25 +185,16 @@ async fn a_waiter_that_times_out_leaves_the_queue_and_passes_on_a_handover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_release_wakes_one_waiter_not_the_herd() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
+    let (server, client) = common::start().await;
     // Long leases, so no timer fires during the test: only wake-ups move waiters.
-    let mutex = client
-        .mutex("herd")
-        .unwrap()
-        .with_ttl(Duration::from_secs(60))
-        .unwrap();
+    let mutex = common::fixed(&client, "herd", Duration::from_secs(60));
     let mutex = mutex.with_waiter_lease(Duration::from_secs(60)).unwrap();
     let holder = mutex.try_lock().await.unwrap();
     // Five clients stand for five processes (one client's own tasks would wait locally).
     let mut waiters = Vec::new();
     for _ in 0..5 {
         let other = Client::open(&server.url()).await.unwrap();
-        let mutex = other
-            .mutex("herd")
-            .unwrap()
-            .with_ttl(Duration::from_secs(60))
-            .unwrap();
+        let mutex = common::fixed(&other, "herd", Duration::from_secs(60));
         let mutex = mutex.with_waiter_lease(Duration::from_secs(60)).unwrap();
         waiters.push(tokio::spawn(async move { mutex.lock().await }));
     }
@@ -225,8 +214,7 @@ async fn a_plain_release_wakes_one_waiter_not_the_herd() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_still_get_the_lock_after_their_subscriber_connection_is_killed() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
+    let (server, client) = common::start().await;
     let mutex = client.mutex("resubscribe").unwrap().fair();
     let holder = mutex.try_lock().await.unwrap();
     let waiters: Vec<_> = (0..3)
@@ -267,11 +255,7 @@ async fn ten_thousand_handoffs_lose_or_duplicate_no_grant() {
             let url = server.url();
             let fences = fences.clone();
             tasks.push(tokio::spawn(async move {
-                let mut conn = redis::Client::open(url.as_str())
-                    .unwrap()
-                    .get_multiplexed_async_connection()
-                    .await
-                    .unwrap();
+                let mut conn = common::connect(&url).await;
                 for _ in 0..ROUNDS {
                     let guard = mutex.lock_timeout(Duration::from_secs(60)).await.unwrap();
                     let n: i64 = redis::AsyncCommands::get::<_, Option<i64>>(&mut conn, "count")
@@ -305,13 +289,8 @@ async fn ten_thousand_handoffs_lose_or_duplicate_no_grant() {
 
 #[tokio::test]
 async fn the_watchdog_keeps_a_short_lease_alive_until_release() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
-    let mutex = client
-        .mutex("kept")
-        .unwrap()
-        .with_watchdog(Duration::from_millis(300))
-        .unwrap();
+    let (_server, client) = common::start().await;
+    let mutex = common::renewed(&client, "kept", Duration::from_millis(300));
     let guard = mutex.try_lock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert!(guard.is_held().await.unwrap());
@@ -325,11 +304,7 @@ async fn renewal_stops_the_moment_the_guard_is_released_or_dropped() {
     let server = RedisServer::start().unwrap();
     let mut conn = admin(&server);
     let client = Client::open(&server.url()).await.unwrap();
-    let mutex = client
-        .mutex("stopped")
-        .unwrap()
-        .with_watchdog(Duration::from_millis(150))
-        .unwrap();
+    let mutex = common::renewed(&client, "stopped", Duration::from_millis(150));
     for explicit in [true, false] {
         let guard = mutex.try_lock().await.unwrap();
         tokio::time::sleep(Duration::from_millis(400)).await;
@@ -361,13 +336,8 @@ async fn renewal_stops_the_moment_the_guard_is_released_or_dropped() {
 
 #[tokio::test]
 async fn with_lock_cancels_the_work_when_the_lease_is_lost() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
-    let mutex = client
-        .mutex("broken")
-        .unwrap()
-        .with_watchdog(Duration::from_millis(300))
-        .unwrap();
+    let (server, client) = common::start().await;
+    let mutex = common::renewed(&client, "broken", Duration::from_millis(300));
     let url = server.url();
     let started = Instant::now();
     let result = mutex
@@ -394,13 +364,8 @@ async fn with_lock_cancels_the_work_when_the_lease_is_lost() {
 
 #[tokio::test]
 async fn a_fixed_lease_fires_lost_when_it_runs_out() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
-    let mutex = client
-        .mutex("fixed")
-        .unwrap()
-        .with_ttl(Duration::from_millis(200))
-        .unwrap();
+    let (_server, client) = common::start().await;
+    let mutex = common::fixed(&client, "fixed", Duration::from_millis(200));
     let guard = mutex.try_lock().await.unwrap();
     tokio::time::timeout(Duration::from_secs(2), guard.lost())
         .await
@@ -413,8 +378,7 @@ async fn a_fixed_lease_fires_lost_when_it_runs_out() {
 
 #[tokio::test]
 async fn a_reentered_lock_is_released_when_the_last_guard_goes() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
+    let (_server, client) = common::start().await;
     let mutex = client.mutex("reentrant").unwrap();
     let outer = mutex.try_lock().await.unwrap();
     let inner = outer.reenter();
@@ -439,11 +403,7 @@ async fn a_reentered_lock_is_released_when_the_last_guard_goes() {
 fn frozen_holder_worker() {
     worker::serve("frozen_holder_worker", |url| async move {
         let client = Client::open(&url).await.unwrap();
-        let mutex = client
-            .mutex("frozen")
-            .unwrap()
-            .with_watchdog(Duration::from_secs(1))
-            .unwrap();
+        let mutex = common::renewed(&client, "frozen", Duration::from_secs(1));
         let guard = mutex.try_lock().await.unwrap();
         println!("\nHELD");
         let lost = tokio::time::timeout(Duration::from_secs(30), guard.lost()).await;
@@ -490,11 +450,7 @@ async fn local_handoff_keeps_exclusion_and_fencing_and_lets_other_processes_in()
         let mutex = busy_client.mutex("shared").unwrap();
         let (url, log) = (server.url(), log.clone());
         tasks.push(tokio::spawn(async move {
-            let mut conn = redis::Client::open(url.as_str())
-                .unwrap()
-                .get_multiplexed_async_connection()
-                .await
-                .unwrap();
+            let mut conn = common::connect(&url).await;
             while Instant::now() < stop {
                 increment_under(&mutex, &mut conn, &log).await;
             }
@@ -503,11 +459,7 @@ async fn local_handoff_keeps_exclusion_and_fencing_and_lets_other_processes_in()
     // Another process (its own client) gets its turns while those eight loop.
     let other = Client::open(&server.url()).await.unwrap();
     let mutex = other.mutex("shared").unwrap();
-    let mut conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = common::connect(&server.url()).await;
     let mut others = Vec::new();
     for _ in 0..10 {
         increment_under(&mutex, &mut conn, &log).await;
@@ -546,8 +498,7 @@ async fn increment_under(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_waiter_that_gives_up_is_skipped_and_nothing_leaks() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
+    let (_server, client) = common::start().await;
     let mutex = client.mutex("local-skip").unwrap();
     let holder = mutex.try_lock().await.unwrap();
     let quitter = {
@@ -647,13 +598,8 @@ fn connected_clients(conn: &mut redis::Connection) -> usize {
 
 #[tokio::test]
 async fn the_lost_token_of_a_fixed_lease_fires_when_it_runs_out() {
-    let server = RedisServer::start().unwrap();
-    let client = Client::open(&server.url()).await.unwrap();
-    let mutex = client
-        .mutex("token")
-        .unwrap()
-        .with_ttl(Duration::from_millis(200))
-        .unwrap();
+    let (_server, client) = common::start().await;
+    let mutex = common::fixed(&client, "token", Duration::from_millis(200));
     let guard = mutex.try_lock().await.unwrap();
     let token = guard.lost_token();
     assert!(!token.is_cancelled());

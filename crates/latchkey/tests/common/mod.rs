@@ -1,0 +1,32 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::time::Duration;
+
+use latchkey::{Client, Mutex};
+
+/// The lock `name` with a fixed lease.
+pub fn fixed(client: &Client, name: &str, ttl: Duration) -> Mutex {
+    client.mutex(name).unwrap().with_ttl(ttl).unwrap()
+}
+
+/// The lock `name` with a lease the watchdog renews.
+pub fn renewed(client: &Client, name: &str, ttl: Duration) -> Mutex {
+    client.mutex(name).unwrap().with_watchdog(ttl).unwrap()
+}
+
+/// A fresh server and a client of it. Keep the server alive as long as the test.
+pub async fn start() -> (latchkey_testkit::RedisServer, Client) {
+    let server = latchkey_testkit::RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    (server, client)
+}
+
+/// A plain multiplexed connection, for checking or poking at the server directly.
+pub async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
