@@ -1,7 +1,7 @@
 //! The store: the few atomic operations a lock needs, behind one small trait.
 //!
 //! Like `lock_api`'s raw traits, [`LockStore`] does only the atomic work; the guard,
-//! waiting and cancellation logic in [`crate::lock`] is written once on top of it and
+//! waiting and cancellation logic of [`Mutex`](crate::Mutex) is written once on top of it and
 //! does not know whether it talks to one node, a quorum or a cluster.
 
 mod connection;
