@@ -18,7 +18,7 @@ pub struct Cli {
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Redis URL: redis://[user:password@]host[:port][/db], rediss:// for TLS
+    /// Redis URL: `redis://[user:password@]host[:port][/db]`, `rediss://` for TLS
     /// [default: redis://127.0.0.1:6379; `bench`: a private redis-server].
     /// Repeatable; several URLs (quorum mode) are not supported yet.
     #[arg(
