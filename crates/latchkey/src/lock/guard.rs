@@ -42,18 +42,13 @@ impl<S: LockStore> MutexGuard<S> {
         let Won { hold, fence, sent } = won;
         let state = Arc::new(LeaseState::new(lease.ttl(), sent));
         // A fixed lease needs no task: `lost()` watches the clock itself.
-        let watchdog = matches!(lease, LeaseMode::Renewed(_)).then(|| {
-            watchdog::spawn(
-                hold.store.clone(),
-                hold.key.clone(),
-                hold.owner.clone(),
-                state.clone(),
-                true,
-            )
-        });
+        let watchdog = match lease {
+            LeaseMode::Renewed(_) => watchdog::spawn(&hold, state.clone()),
+            LeaseMode::Fixed(_) => None,
+        };
         MutexGuard {
             held: Arc::new(Held {
-                watchdog: watchdog.flatten(),
+                watchdog,
                 expiry_watch: OnceLock::new(),
                 hold,
                 fence,
@@ -143,16 +138,7 @@ impl<S: LockStore> MutexGuard<S> {
             // A renewed lease has its watchdog; a fixed one gets a watcher now.
             held.watchdog
                 .is_none()
-                .then(|| {
-                    let hold = &held.hold;
-                    watchdog::spawn(
-                        hold.store.clone(),
-                        hold.key.clone(),
-                        hold.owner.clone(),
-                        held.lease.clone(),
-                        false,
-                    )
-                })
+                .then(|| held.lease.watch_expiry())
                 .flatten()
         });
         held.lease.lost().clone()

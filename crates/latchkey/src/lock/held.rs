@@ -1,6 +1,6 @@
 //! What every guard of one acquisition shares: the hold, the fence, the lease.
 
-use std::sync::{Mutex as StdMutex, OnceLock};
+use std::sync::{Arc, Mutex as StdMutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -18,7 +18,7 @@ pub(crate) struct Held<S: LockStore> {
     pub(crate) expiry_watch: OnceLock<Option<DropGuard>>,
     pub(crate) hold: ReleaseOnDrop<S>,
     pub(crate) fence: u64,
-    pub(crate) lease: std::sync::Arc<LeaseState>,
+    pub(crate) lease: Arc<LeaseState>,
 }
 
 impl<S: LockStore> Held<S> {
@@ -72,6 +72,22 @@ impl LeaseState {
     /// Whether the lease is known lost, or has run out by our clock.
     pub(crate) fn is_lost(&self) -> bool {
         self.lost.is_cancelled() || self.validity().is_zero()
+    }
+
+    /// Fires the `lost` signal when the lease runs out, from a task, without anyone
+    /// awaiting [`until_lost`](Self::until_lost). Returns the guard that stops it, or
+    /// `None` outside a runtime.
+    pub(crate) fn watch_expiry(self: &Arc<Self>) -> Option<DropGuard> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let stop = CancellationToken::new();
+        let (lease, stopped) = (self.clone(), stop.clone());
+        runtime.spawn(async move {
+            tokio::select! {
+                () = stopped.cancelled() => {}
+                () = lease.until_lost() => {}
+            }
+        });
+        Some(stop.drop_guard())
     }
 
     /// Resolves once the lease is lost: the watchdog said so, or it ran out by our

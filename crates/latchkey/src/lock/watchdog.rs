@@ -1,40 +1,37 @@
 //! The watchdog: renews a lease in the background and says when it is lost.
 //!
-//! A renewed lease is extended every TTL/3. If an extend finds the lock no longer
-//! ours, or Redis does not answer before the lease would end, the `lost` signal fires
-//! at once and the watchdog stops. A fixed lease is only watched: `lost` fires when
-//! it runs out. Either way the task ends the moment its guard is released or dropped.
+//! The lease is extended every TTL/3. If an extend finds the lock no longer ours, or
+//! Redis does not answer before the lease would end, the `lost` signal fires at once
+//! and the watchdog stops. The task ends the moment its guard is released or dropped.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::runtime::Handle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::held::LeaseState;
+use super::release_on_drop::ReleaseOnDrop;
 use crate::key::LockKey;
 use crate::store::LockStore;
 use crate::token::OwnerToken;
 
-/// Starts watching (and, with `renew`, renewing) a lease. Returns the guard that
-/// stops it, or `None` outside a runtime (then nothing renews the lease).
+/// Starts renewing the lease of `hold`. Returns the guard that stops it, or `None`
+/// outside a runtime (then nothing renews the lease).
 pub(crate) fn spawn<S: LockStore>(
-    store: S,
-    key: LockKey,
-    owner: OwnerToken,
+    hold: &ReleaseOnDrop<S>,
     lease: Arc<LeaseState>,
-    renew: bool,
 ) -> Option<DropGuard> {
     let runtime = Handle::try_current().ok()?;
     let stop = CancellationToken::new();
     let watchdog = Watchdog {
-        store,
-        key,
-        owner,
+        store: hold.store.clone(),
+        key: hold.key.clone(),
+        owner: hold.owner.clone(),
         lease,
         stop: stop.clone(),
     };
-    runtime.spawn(watchdog.run(renew));
+    runtime.spawn(watchdog.run());
     Some(stop.drop_guard())
 }
 
@@ -47,8 +44,9 @@ struct Watchdog<S: LockStore> {
 }
 
 impl<S: LockStore> Watchdog<S> {
-    async fn run(self, renew: bool) {
-        let mut pause = self.renewal_period(renew);
+    async fn run(self) {
+        let period = self.lease.ttl.as_duration() / 3;
+        let mut pause = period;
         loop {
             let until = self.lease.valid_until();
             let wake = Instant::now()
@@ -66,24 +64,14 @@ impl<S: LockStore> Watchdog<S> {
                 self.lease.lose();
                 return;
             }
-            if !renew {
-                continue;
-            }
             pause = match self.renew().await {
-                Renewal::Done => self.renewal_period(renew),
+                Renewal::Done => period,
                 Renewal::Retry => self.lease.ttl.as_duration() / 10,
                 Renewal::Lost => {
                     self.lease.lose();
                     return;
                 }
             };
-        }
-    }
-
-    fn renewal_period(&self, renew: bool) -> Duration {
-        match renew {
-            true => self.lease.ttl.as_duration() / 3,
-            false => Duration::MAX / 4,
         }
     }
 
