@@ -133,10 +133,7 @@ impl Error {
                 detail: source.detail().unwrap_or("no detail").to_owned(),
             },
             ErrorKind::Server(ServerErrorKind::ReadOnly) => Error::ReadOnly { node },
-            ErrorKind::Io => Error::Unreachable { node, source },
-            _ if source.is_timeout() || source.is_connection_dropped() => {
-                Error::Unreachable { node, source }
-            }
+            _ if connection_failed(&source) => Error::Unreachable { node, source },
             _ if is_auth_refusal(&source) => Error::AuthFailed { node },
             _ => Error::Redis { node, source },
         }
@@ -157,6 +154,12 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         matches!(self, Error::Busy { .. } | Error::Unreachable { .. })
     }
+}
+
+/// The connection is gone or the server did not answer, as opposed to the server
+/// refusing a command: whatever was sent may or may not have run.
+pub(crate) fn connection_failed(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::Io || err.is_timeout() || err.is_connection_dropped()
 }
 
 /// Errors raised inside a script keep the server's code in redis 7, but the text is

@@ -77,9 +77,7 @@ impl SingleNode {
     async fn ping(&self) -> Result<()> {
         let mut conn = self.conn.clone();
         let reply: RedisResult<String> = redis::cmd("PING").query_async(&mut conn).await;
-        reply
-            .map(drop)
-            .map_err(|e| Error::from_redis(e, &self.node, ""))
+        self.context(reply, "").map(drop)
     }
 
     /// Uses a connection the application already has (shares its socket).
@@ -136,11 +134,12 @@ impl SingleNode {
         key: &LockKey,
     ) -> Result<T> {
         let mut conn = self.conn.clone();
-        self.context(call.invoke_async(&mut conn).await, key)
+        self.context(call.invoke_async(&mut conn).await, key.as_str())
     }
 
-    fn context<T>(&self, reply: RedisResult<T>, key: &LockKey) -> Result<T> {
-        reply.map_err(|e| Error::from_redis(e, &self.node, key.as_str()))
+    /// Sorts a failed reply into latchkey's errors, naming this node and `key`.
+    fn context<T>(&self, reply: RedisResult<T>, key: &str) -> Result<T> {
+        reply.map_err(|e| Error::from_redis(e, &self.node, key))
     }
 }
 
@@ -219,7 +218,7 @@ impl LockStore for SingleNode {
             .arg(key.as_str())
             .query_async(&mut conn)
             .await;
-        self.context(reply, key)
+        self.context(reply, key.as_str())
     }
 
     async fn watch(&self, key: &LockKey, owner: &OwnerToken) -> Result<Watch> {
@@ -257,8 +256,7 @@ impl LockStore for SingleNode {
                 .arg("string")
                 .query_async(&mut conn)
                 .await;
-            let (next, batch): (u64, Vec<String>) =
-                reply.map_err(|e| Error::from_redis(e, &self.node, pattern))?;
+            let (next, batch): (u64, Vec<String>) = self.context(reply, pattern)?;
             keys.extend(batch.into_iter().filter(|k| !is_companion_key(k)));
             if next == 0 {
                 keys.sort_unstable();

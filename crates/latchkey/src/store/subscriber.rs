@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, connection_failed};
 
 /// Pause before reconnecting a lost subscriber connection.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
@@ -310,11 +310,6 @@ async fn serve(
             }
         }
     }
-}
-
-/// The connection is gone (reconnect), as opposed to the server refusing a command.
-fn connection_failed(error: &redis::RedisError) -> bool {
-    error.is_io_error() || error.is_connection_dropped() || error.is_timeout()
 }
 
 /// A refused (UN)SUBSCRIBE: say why, once per refusal; waiters fall back to their
