@@ -78,11 +78,7 @@ impl Locker {
                 client: latchkey::Client::open(url).await?,
                 fair: which == Impl::LatchkeyFair,
             },
-            Impl::Raw => Locker::Raw(
-                redis::Client::open(url)?
-                    .get_multiplexed_async_connection()
-                    .await?,
-            ),
+            Impl::Raw => Locker::Raw(crate::connect(url).await?),
             Impl::Rslock => {
                 Locker::Rslock(Arc::new(rslock::LockManager::new(vec![url.to_owned()])))
             }

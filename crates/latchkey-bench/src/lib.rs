@@ -92,6 +92,13 @@ impl From<redis::RedisError> for BenchError {
     }
 }
 
+/// A plain multiplexed connection to `url`: each scenario's own commands, and raw's lock.
+pub(crate) async fn connect(url: &str) -> Result<redis::aio::MultiplexedConnection, BenchError> {
+    Ok(redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?)
+}
+
 /// Runs the benchmarks, prints the tables, and writes the files asked for.
 pub async fn run(options: &Options) -> Result<Report, BenchError> {
     let private = match &options.redis {

@@ -23,9 +23,7 @@ pub struct Machine {
 
 impl Machine {
     pub(crate) async fn read(url: &str) -> Result<Self, BenchError> {
-        let mut conn = redis::Client::open(url)?
-            .get_multiplexed_async_connection()
-            .await?;
+        let mut conn = crate::connect(url).await?;
         let info: String = redis::cmd("INFO")
             .arg("server")
             .query_async(&mut conn)

@@ -15,9 +15,7 @@ const WAITERS: usize = 10_000;
 
 pub(crate) async fn run(url: &str, progress: &ProgressBar) -> Result<Vec<Figures>, BenchError> {
     progress.set_message("waiters: latchkey");
-    let mut admin = redis::Client::open(url)?
-        .get_multiplexed_async_connection()
-        .await?;
+    let mut admin = crate::connect(url).await?;
     let holders = latchkey::Client::open(url).await?;
     let mut held = Vec::with_capacity(LOCKS);
     for i in 0..LOCKS {

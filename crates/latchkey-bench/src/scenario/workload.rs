@@ -105,9 +105,7 @@ impl Workload {
         duration: Duration,
         progress: &ProgressBar,
     ) -> Result<Vec<Figures>, BenchError> {
-        let mut admin = redis::Client::open(url)?
-            .get_multiplexed_async_connection()
-            .await?;
+        let mut admin = crate::connect(url).await?;
         let ping = ping_rtt(&mut admin).await?;
         let mut samples: Vec<(Impl, Sample)> =
             Impl::ALL.iter().map(|i| (*i, Sample::default())).collect();
@@ -145,9 +143,7 @@ impl Workload {
     ) -> Result<Sample, BenchError> {
         let _: () = admin.del(COUNTER).await?;
         let locker = Locker::new(which, url).await?;
-        let conn = redis::Client::open(url)?
-            .get_multiplexed_async_connection()
-            .await?;
+        let conn = crate::connect(url).await?;
         let before = commands_run(admin).await?;
         let started = Instant::now();
         let stop = started + duration;
