@@ -238,12 +238,7 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("cannot run redis-server ({e}); install it with `apt-get install -y redis-server`"),
-                )
-            })?;
+            .map_err(|e| not_installed("redis-server", &e))?;
         self.child = Some(child);
         self.wait_ready().inspect_err(|_| {
             let _ = self.kill();
@@ -345,6 +340,14 @@ fn server_binary() -> PathBuf {
     std::env::var_os(SERVER_BINARY_VAR)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("redis-server"))
+}
+
+/// A program the test kit runs could not be started: say how to install it.
+fn not_installed(program: &str, error: &io::Error) -> io::Error {
+    io::Error::new(
+        error.kind(),
+        format!("cannot run {program} ({error}); install it with `apt-get install -y {program}`"),
+    )
 }
 
 fn free_port() -> io::Result<u16> {

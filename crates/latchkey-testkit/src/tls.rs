@@ -81,12 +81,7 @@ fn openssl(args: &[&str]) -> io::Result<()> {
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot run openssl ({e}); install it with `apt-get install -y openssl`"),
-            )
-        })?;
+        .map_err(|e| crate::not_installed("openssl", &e))?;
     if !output.status.success() {
         return Err(io::Error::other(format!(
             "openssl {} failed: {}",

@@ -51,6 +51,18 @@ pub fn spawn(entry: &str, envs: &[(&str, String)]) -> io::Result<Child> {
     command.spawn()
 }
 
+/// Waits for a worker to exit; panics with its stderr unless it succeeded.
+pub fn finish(child: Child) {
+    let output = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("lost a worker: {e}"));
+    assert!(
+        output.status.success(),
+        "worker failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// True inside a process [`spawn`]ed for `entry`.
 pub fn is_worker(entry: &str) -> bool {
     std::env::var(ROLE_VAR).is_ok_and(|role| role == entry)

@@ -54,14 +54,7 @@ fn increments_from_many_processes_are_exact() {
     let workers: Vec<_> = (0..PROCESSES)
         .map(|_| worker::spawn("increment_worker", &[("REDIS_URL", server.url())]).unwrap())
         .collect();
-    for child in workers {
-        let output = child.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "worker failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    workers.into_iter().for_each(worker::finish);
     let mut conn = server.connection().unwrap();
     let total: i64 = redis::Commands::get(&mut conn, COUNTER).unwrap();
     assert_eq!(total, (PROCESSES * TASKS * ROUNDS) as i64);

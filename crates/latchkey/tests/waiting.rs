@@ -86,14 +86,7 @@ async fn fifo_order_holds_across_processes() {
     let mutex = client.mutex("fifo").unwrap().fair();
     take_turn(&mutex, &url, "again").await;
     late.await.unwrap();
-    for child in workers {
-        let output = child.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    workers.into_iter().for_each(worker::finish);
     let order: Vec<String> = admin(&server).lrange("order", 0, -1).unwrap();
     assert_eq!(order, ["0", "1", "2", "3", "4", "late", "again"]);
 }
