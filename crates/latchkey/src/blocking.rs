@@ -1,8 +1,10 @@
 //! A synchronous API for code without an async runtime, like `reqwest::blocking`.
 //!
 //! Each [`Client`] runs a small tokio runtime (one worker thread) and blocks the
-//! calling thread on it. Do not call these from inside an async runtime: they return
-//! [`Error::InvalidArgument`] there instead of deadlocking or panicking.
+//! calling thread on it. It works on any thread, including inside
+//! `tokio::task::spawn_blocking`, tokio's home for synchronous code. From async code
+//! prefer the async API: a blocking call blocks the executor thread it runs on, as
+//! `std::sync::Mutex` would.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -39,7 +41,6 @@ pub struct Client {
 impl Client {
     /// Connects to one Redis server by URL.
     pub fn open(url: &str) -> Result<Self> {
-        refuse_inside_runtime()?;
         let runtime = Arc::new(OwnedRuntime::start()?);
         let inner = block_on(&runtime, crate::Client::open(url))??;
         Ok(Client { inner, runtime })
@@ -191,8 +192,6 @@ impl Drop for MutexGuard {
         let Some(guard) = self.inner.take() else {
             return;
         };
-        // Inside an async runtime we may not block: the async guard's own drop then
-        // releases in the background instead.
         if let Ok(Err(error)) = block_on(&self.runtime, guard.release()) {
             tracing::warn!(%error, "could not release a dropped lock; it frees itself when its lease ends");
         }
@@ -228,23 +227,28 @@ impl Drop for OwnedRuntime {
     }
 }
 
-/// Runs `future` on `runtime`, refusing (instead of panicking) inside another runtime.
-fn block_on<F: Future>(runtime: &OwnedRuntime, future: F) -> Result<F::Output> {
-    refuse_inside_runtime()?;
+/// Runs `future` on `runtime` and waits for it.
+///
+/// tokio's `block_on` panics on a thread that has entered a runtime (an async task,
+/// or the thread of `spawn_blocking`); such a caller's future runs on a short-lived
+/// thread of its own instead, which may block.
+fn block_on<F>(runtime: &OwnedRuntime, future: F) -> Result<F::Output>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
     let runtime = runtime.0.as_ref().ok_or_else(|| {
         Error::InvalidArgument("latchkey's blocking runtime has shut down".to_owned())
     })?;
-    Ok(runtime.block_on(future))
-}
-
-fn refuse_inside_runtime() -> Result<()> {
-    if Handle::try_current().is_ok() {
-        return Err(Error::InvalidArgument(
-            "latchkey::blocking was called from inside an async runtime; use the async API there"
-                .to_owned(),
-        ));
+    if Handle::try_current().is_err() {
+        return Ok(runtime.block_on(future));
     }
-    Ok(())
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| runtime.block_on(future))
+            .join()
+            .map_err(|_| Error::InvalidArgument("a latchkey blocking call panicked".to_owned()))
+    })
 }
 
 fn released() -> Error {

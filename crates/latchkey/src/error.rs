@@ -145,14 +145,28 @@ impl Error {
         matches!(self, Error::Unreachable { .. })
     }
 
-    /// True when the same call may succeed if tried again later (busy, unreachable).
+    /// True when the same call may succeed if tried again later: busy, unreachable,
+    /// or a server that is still loading its data, failing over or not yet ready.
+    /// Waiting calls retry these themselves while their deadline allows.
     ///
     /// ```
     /// let err = latchkey::Error::InvalidArgument("zero TTL".into());
     /// assert!(!err.is_transient());
     /// ```
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Busy { .. } | Error::Unreachable { .. })
+        match self {
+            Error::Busy { .. } | Error::Unreachable { .. } => true,
+            Error::Redis { source, .. } => matches!(
+                source.kind(),
+                ErrorKind::Server(
+                    ServerErrorKind::BusyLoading
+                        | ServerErrorKind::TryAgain
+                        | ServerErrorKind::MasterDown
+                        | ServerErrorKind::ClusterDown
+                )
+            ),
+            _ => false,
+        }
     }
 }
 

@@ -54,22 +54,41 @@ fn the_blocking_api_takes_extends_and_releases() {
     assert!(held.release().unwrap());
 }
 
-#[tokio::test]
-async fn the_blocking_api_refuses_to_run_inside_an_async_runtime() {
+/// Issue 9, item 7: tokio's recommended home for synchronous code is
+/// `spawn_blocking`, where tokio's own `block_on` would panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_blocking_api_works_inside_spawn_blocking() {
     let server = RedisServer::start().unwrap();
     let url = server.url();
-    let result = Client::open(&url);
-    assert!(
-        matches!(result, Err(Error::InvalidArgument(_))),
-        "{result:?}"
-    );
+    let fence = tokio::task::spawn_blocking(move || {
+        let client = Client::open(&url).unwrap();
+        let mutex = client.mutex("inside").unwrap();
+        let guard = mutex.lock_timeout(Duration::from_secs(1)).unwrap();
+        assert!(matches!(mutex.try_lock(), Err(Error::Busy { .. })));
+        let fence = guard.fence();
+        assert!(guard.release().unwrap());
+        // A guard dropped here releases before the drop returns.
+        drop(mutex.try_lock().unwrap());
+        assert!(!mutex.is_locked().unwrap());
+        fence
+    })
+    .await
+    .unwrap();
+    assert!(fence > 0);
+}
 
-    // A blocking client made outside, then used and dropped inside a runtime: errors, no panic.
-    let client = std::thread::spawn(move || Client::open(&url).unwrap())
-        .join()
-        .unwrap();
+/// Called straight from async code the blocking API blocks that thread, as
+/// `std::sync::Mutex` does, but it neither panics nor deadlocks, even on a
+/// single-threaded runtime.
+#[tokio::test]
+async fn the_blocking_api_neither_panics_nor_deadlocks_inside_an_async_task() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).unwrap();
     let mutex = client.mutex("inside").unwrap();
-    assert!(matches!(mutex.try_lock(), Err(Error::InvalidArgument(_))));
+    let guard = mutex.try_lock().unwrap();
+    assert!(mutex.is_locked().unwrap());
+    drop(guard);
+    assert!(!mutex.is_locked().unwrap());
     drop(mutex);
     drop(client);
 }

@@ -16,19 +16,29 @@ const FLOOR: Duration = Duration::from_millis(1);
 #[derive(Debug)]
 pub(crate) struct Backoff {
     ceiling: Duration,
+    cap: Duration,
 }
 
 impl Default for Backoff {
+    /// Pauses between re-checks of a busy lock: from 2 ms up to 100 ms.
     fn default() -> Self {
-        Backoff { ceiling: FIRST }
+        Backoff::new(FIRST, CAP)
     }
 }
 
 impl Backoff {
+    /// Pauses from about `first` doubling up to `cap`.
+    pub(crate) fn new(first: Duration, cap: Duration) -> Self {
+        Backoff {
+            ceiling: first,
+            cap,
+        }
+    }
+
     /// The next pause, given the holder's remaining lease if Redis reported one.
     pub(crate) fn next_pause(&mut self, holder_pttl: Option<Duration>) -> Duration {
         let ceiling = self.ceiling;
-        self.ceiling = (ceiling * 2).min(CAP);
+        self.ceiling = (ceiling * 2).min(self.cap);
         let pause = rand::random_range(ceiling / 2..=ceiling);
         match holder_pttl {
             Some(pttl) => pause.min(pttl).max(FLOOR),

@@ -155,15 +155,33 @@ impl LocalLocks {
     /// This process no longer holds `key`. If none of its tasks waits through Redis,
     /// the oldest local waiter is sent there, so the process keeps competing.
     pub(crate) fn released(&self, key: &LockKey) {
+        self.settle(key.as_str(), |local| local.held = false);
+    }
+
+    /// A waiter told to go to Redis left without going: send the next one instead.
+    pub(crate) fn turn_unused(&self, key: &LockKey) {
+        self.settle(key.as_str(), |_| {});
+    }
+
+    /// Applies `change` to `key`'s entry, then keeps the process competing (a local
+    /// waiter goes to Redis if nobody here represents it there) and forgets the entry
+    /// once nobody holds, waits or queues for the lock.
+    fn settle(&self, key: &str, change: impl FnOnce(&mut Local)) {
         let mut entries = self.entries();
-        let Some(local) = entries.get_mut(key.as_str()) else {
+        let Some(local) = entries.get_mut(key) else {
             return;
         };
-        local.held = false;
+        change(local);
         local.send_one_to_redis();
         if local.is_idle() {
-            entries.remove(key.as_str());
+            entries.remove(key);
         }
+    }
+
+    /// Whether the process keeps no state for `key` (nobody holds, waits or queues).
+    #[cfg(test)]
+    pub(crate) fn is_forgotten(&self, key: &LockKey) -> bool {
+        !self.entries().contains_key(key.as_str())
     }
 }
 
@@ -176,13 +194,8 @@ pub(crate) struct RedisWaiter {
 
 impl Drop for RedisWaiter {
     fn drop(&mut self) {
-        let mut entries = self.locks.entries();
-        if let Some(local) = entries.get_mut(&self.key) {
+        self.locks.settle(&self.key, |local| {
             local.in_redis = local.in_redis.saturating_sub(1);
-            local.send_one_to_redis();
-            if local.is_idle() {
-                entries.remove(&self.key);
-            }
-        }
+        });
     }
 }

@@ -5,6 +5,7 @@ mod backoff;
 mod guard;
 mod held;
 mod local;
+mod local_turn;
 mod mutex;
 mod release_on_drop;
 mod status;

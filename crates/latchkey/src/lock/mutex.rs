@@ -13,8 +13,11 @@ use crate::store::{LockStore, SingleNode};
 use crate::token::OwnerToken;
 
 /// How long a queued waiter counts as alive without trying again. It tries again at
-/// least every third of this, so only a dead (or frozen) waiter outlives it.
-const DEFAULT_WAITER_LEASE: Ttl = Ttl::from_millis_const(3_000);
+/// least every third of this, and a try that gets no reply within the response
+/// timeout (1 s) is retried at once, so renewals land at most a third of the lease
+/// plus two response timeouts apart: a live waiter keeps its place through a slow
+/// reply, and only a dead (or frozen) waiter outlives its lease.
+pub(crate) const DEFAULT_WAITER_LEASE: Ttl = Ttl::from_millis_const(5_000);
 
 /// A lock changing hands this often while being broken is being fought over.
 const FORCE_ATTEMPTS: usize = 5;
@@ -117,7 +120,9 @@ impl<S: LockStore> Mutex<S> {
     }
 
     /// How long a waiter that stopped trying (it crashed or froze) keeps its place in
-    /// the queue; default 3 s. A dead waiter delays the others by at most this.
+    /// the queue; default 5 s. A dead waiter delays the others by at most this. Keep
+    /// it above 3 s: a live waiter renews every third of it, and a renewal whose
+    /// reply is lost is retried after the 1 s response timeout.
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {

@@ -1,13 +1,14 @@
 //! The one place that frees a lock: explicitly, or when nobody else will.
 //!
-//! A waiting future (queued, or with a request in flight) and a held lock both own an
-//! armed [`ReleaseOnDrop`]. [`release`](ReleaseOnDrop::release) passes the lock to a
-//! local waiter of this process if there is one (see [`super::local`]), else runs the
-//! release script: it leaves the wait queue, frees or hands over the lock if it is
-//! ours, and is a harmless no-op otherwise. Dropping the hold armed runs the same
+//! A waiting future and a held lock both own a [`ReleaseOnDrop`], whose [`HoldState`]
+//! says what this owner may have in Redis. [`release`](ReleaseOnDrop::release) undoes
+//! exactly that: it passes a held lock to a local waiter of this process if there is
+//! one (see [`super::local`]), else runs the release script, which leaves the wait
+//! queue, frees or hands over the lock if it is ours, and is a harmless no-op
+//! otherwise. Dropping the hold in any state but [`HoldState::Clear`] runs the same
 //! release in a task on the runtime the lock was taken on: it never blocks the
 //! executor. Commands on one connection run in order, so it lands after any acquire
-//! still in flight.
+//! still in flight on that connection.
 
 use std::time::Instant;
 
@@ -19,58 +20,81 @@ use crate::key::LockKey;
 use crate::store::LockStore;
 use crate::token::OwnerToken;
 
-/// A possible hold on a lock, released in the background if dropped while armed.
+/// What an owner may have in Redis, hence what giving up must undo.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HoldState {
+    /// Nothing: giving up costs no round trip.
+    Clear,
+    /// An acquire is in flight, or its reply was lost: it may have set the lock.
+    Trying,
+    /// In the wait queue, where a release may hand us the lock at any moment.
+    Queued,
+    /// The lock is ours.
+    Held,
+}
+
+/// A possible hold on a lock, released in the background if dropped while not clear.
 pub(crate) struct ReleaseOnDrop<S: LockStore> {
     pub(crate) store: S,
     pub(crate) key: LockKey,
     pub(crate) owner: OwnerToken,
-    /// The owner may sit in the wait queue, and must leave it.
-    pub(crate) queued: bool,
+    pub(crate) state: HoldState,
     /// Set on a held plain lock: local waiters to pass it to.
     pub(crate) local: Option<LocalLocks>,
     runtime: Option<Handle>,
-    armed: bool,
 }
 
 impl<S: LockStore> ReleaseOnDrop<S> {
-    /// A disarmed hold; call [`arm`](Self::arm) before anything may set the lock.
+    /// A clear hold; set [`state`](Self::state) before anything may set the lock.
     pub(crate) fn new(store: S, key: LockKey, owner: OwnerToken) -> Self {
         ReleaseOnDrop {
             store,
             key,
             owner,
-            queued: false,
+            state: HoldState::Clear,
             local: None,
             runtime: Handle::try_current().ok(),
-            armed: false,
         }
     }
 
-    pub(crate) fn arm(&mut self) {
-        self.armed = true;
+    /// A hold on a lock that is ours, passed on to `local`'s waiters when released.
+    pub(crate) fn held(
+        store: S,
+        key: LockKey,
+        owner: OwnerToken,
+        local: Option<LocalLocks>,
+    ) -> Self {
+        let mut hold = Self::new(store, key, owner);
+        hold.state = HoldState::Held;
+        hold.local = local;
+        hold
     }
 
-    pub(crate) fn disarm(&mut self) {
-        self.armed = false;
+    /// An attempt came back without the lock: only a queued waiter keeps anything.
+    pub(crate) fn not_taken(&mut self) {
+        if self.state == HoldState::Trying {
+            self.state = HoldState::Clear;
+        }
     }
 
-    /// Passes the lock to a local waiter, or releases it in Redis; disarms once done.
-    /// Returns whether the lock was ours. On error the hold stays armed, so its drop
-    /// tries again.
+    /// Passes the lock to a local waiter, or releases it in Redis; clear once done.
+    /// Returns whether the lock was ours. On error the state stays, so dropping the
+    /// hold tries again.
     pub(crate) async fn release(&mut self) -> Result<bool> {
-        if let Some(local) = self.local.clone() {
+        let leaving = match self.state {
+            HoldState::Clear => return Ok(false),
+            HoldState::Queued => true,
+            HoldState::Trying | HoldState::Held => false,
+        };
+        if let Some(local) = self.local.clone().filter(|_| self.state == HoldState::Held) {
             if self.pass_locally(&local).await? {
-                self.disarm();
+                self.state = HoldState::Clear;
                 return Ok(true);
             }
             local.released(&self.key);
         }
-        let released = self
-            .store
-            .release(&self.key, &self.owner, self.queued)
-            .await?;
-        self.queued = false;
-        self.disarm();
+        let released = self.store.release(&self.key, &self.owner, leaving).await?;
+        self.state = HoldState::Clear;
         Ok(released)
     }
 
@@ -108,27 +132,30 @@ impl<S: LockStore> ReleaseOnDrop<S> {
         Ok(false)
     }
 
-    /// A hold with the same lock and owner, armed, to move into a background task.
+    /// A hold with the same lock, owner and state, to move into a background task.
     fn take(&mut self) -> Self {
         ReleaseOnDrop {
             store: self.store.clone(),
             key: self.key.clone(),
             owner: self.owner.clone(),
-            queued: self.queued,
+            state: std::mem::replace(&mut self.state, HoldState::Clear),
             local: self.local.take(),
             runtime: None,
-            armed: true,
         }
     }
 }
 
 impl<S: LockStore> Drop for ReleaseOnDrop<S> {
     fn drop(&mut self) {
-        if !self.armed {
+        if self.state == HoldState::Clear {
             return;
         }
         let Some(runtime) = self.runtime.take() else {
             tracing::warn!(key = %self.key, "lock dropped outside a tokio runtime; it frees itself when its lease ends");
+            // Local waiters must not wait behind a holder that is gone.
+            if let Some(local) = self.local.take() {
+                local.released(&self.key);
+            }
             return;
         };
         let mut hold = self.take();
@@ -138,7 +165,7 @@ impl<S: LockStore> Drop for ReleaseOnDrop<S> {
             match hold.release().await {
                 Ok(released) => tracing::debug!(key = %hold.key, released, "released a dropped lock"),
                 Err(error) => {
-                    hold.disarm();
+                    hold.state = HoldState::Clear;
                     tracing::warn!(key = %hold.key, %error, "could not release a dropped lock; it frees itself when its lease ends");
                 }
             }

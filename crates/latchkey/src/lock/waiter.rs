@@ -1,18 +1,28 @@
-//! How a caller waits for a lock: without polling in a loop.
+//! How a caller waits for a lock: without polling in a loop, and never past its
+//! deadline.
 //!
 //! The first attempt just tries. If the lock is busy, the waiter subscribes to the
 //! lock's channel (one shared connection per store), joins the wait queue and sleeps
 //! until a release names it, or until a timer bounded by the holder's remaining lease
 //! and a third of the waiter lease runs out (a lost message or a crashed holder costs
-//! at most that). Each attempt renews the waiter's lease, so a waiter that dies is
-//! dropped from the queue within its lease. Giving up or being dropped leaves the
-//! queue at once, passing on the lock if a release had just handed it over.
+//! at most that). While the subscription is not confirmed (the subscriber connection
+//! is down or stalled) the timer is short instead. Each attempt renews the waiter's
+//! lease, so a waiter that dies is dropped from the queue within its lease.
+//!
+//! Every network step is cut off at the deadline, and a transient failure (the
+//! connection dropped, a reply timed out, the server is loading its data) is retried
+//! with capped backoff while the deadline allows: an attempt is idempotent, since it
+//! carries the same owner token. Giving up or being dropped leaves the queue and
+//! undoes whatever an attempt in flight may have done, passing on the lock if a
+//! release had just handed it over.
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::backoff::Backoff;
 use super::local::{LocalLocks, Turn};
-use super::release_on_drop::ReleaseOnDrop;
+use super::local_turn::{LocalTurn, Passed};
+use super::release_on_drop::{HoldState, ReleaseOnDrop};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::Ttl;
@@ -21,6 +31,13 @@ use crate::token::OwnerToken;
 
 /// The shortest pause between attempts, so even a lease about to end never spins.
 const MIN_PAUSE: Duration = Duration::from_millis(1);
+/// How long a waiter that gives up waits for its queue entry to be removed before
+/// leaving that to the background, so a stalled network cannot hold it past its
+/// deadline by more than this.
+const LEAVE_GRACE: Duration = Duration::from_millis(50);
+/// Backoff between attempts that failed with a transient error.
+const RETRY_FIRST: Duration = Duration::from_millis(10);
+const RETRY_CAP: Duration = Duration::from_secs(1);
 
 /// What a waiter wants.
 #[derive(Clone, Copy, Debug)]
@@ -31,7 +48,30 @@ pub(crate) struct Wait {
     pub(crate) deadline: Option<Instant>,
 }
 
-/// A lock that is ours: the hold (armed), its fencing token, and when the winning
+impl Wait {
+    fn expired(&self) -> bool {
+        self.deadline
+            .is_some_and(|deadline| deadline <= Instant::now())
+    }
+
+    /// `pause`, shortened so it ends by the deadline.
+    fn cap(&self, pause: Duration) -> Duration {
+        self.deadline.map_or(pause, |deadline| {
+            pause.min(deadline.saturating_duration_since(Instant::now()))
+        })
+    }
+
+    /// Runs `step` until it completes or the deadline passes (`None`). A step that
+    /// starts after the deadline (the one attempt of `try_lock`) runs to completion.
+    async fn within<T>(&self, step: impl Future<Output = T>) -> Option<T> {
+        match self.deadline.filter(|deadline| *deadline > Instant::now()) {
+            Some(deadline) => tokio::time::timeout_at(deadline.into(), step).await.ok(),
+            None => Some(step.await),
+        }
+    }
+}
+
+/// A lock that is ours: the hold (held), its fencing token, and when the winning
 /// request was sent (the lease counts from then).
 pub(crate) struct Won<S: LockStore> {
     pub(crate) hold: ReleaseOnDrop<S>,
@@ -49,9 +89,8 @@ pub(crate) async fn acquire<S: LockStore>(
 ) -> Result<Won<S>> {
     let started = Instant::now();
     let owner = OwnerToken::generate()?;
-    let may_wait = wait.deadline.is_none_or(|deadline| deadline > started);
-    if let Some(local) = local.filter(|_| may_wait) {
-        if let Some(won) = wait_for_local_pass(store, key, &owner, wait, local).await? {
+    if let Some(local) = local.filter(|_| !wait.expired()) {
+        if let Some(won) = wait_for_local_pass(store, key, &owner, wait, local, started).await? {
             return Ok(won);
         }
     }
@@ -70,33 +109,36 @@ async fn wait_for_local_pass<S: LockStore>(
     owner: &OwnerToken,
     wait: Wait,
     local: &LocalLocks,
+    started: Instant,
 ) -> Result<Option<Won<S>>> {
-    let Some(mut turn) = local.wait_behind_holder(key, owner, wait.ttl) else {
+    let Some(turn) = local.wait_behind_holder(key, owner, wait.ttl) else {
         return Ok(None);
     };
-    let started = Instant::now();
+    let mut turn = LocalTurn::new(turn, store, key, owner, local);
+    let won = |passed: Passed| Won {
+        hold: ReleaseOnDrop::held(store.clone(), key.clone(), owner.clone(), None),
+        fence: passed.fence,
+        sent: passed.sent,
+    };
     let period = wait.waiter_lease.as_duration() / 3;
     loop {
-        let now = Instant::now();
-        if wait.deadline.is_some_and(|deadline| deadline <= now) {
-            return Err(busy(key, started, None));
-        }
-        let pause = wait.deadline.map_or(period, |d| period.min(d - now));
         tokio::select! {
-            told = &mut turn => return Ok(match told {
-                Ok(Turn::Yours { fence, sent }) => {
-                    let mut hold = ReleaseOnDrop::new(store.clone(), key.clone(), owner.clone());
-                    hold.arm();
-                    Some(Won { hold, fence, sent })
-                }
-                Ok(Turn::TryRedis) | Err(_) => None,
+            told = turn.told() => return Ok(match told {
+                Some(Turn::Yours { fence, sent }) => Some(won(Passed { fence, sent })),
+                Some(Turn::TryRedis) | None => None,
             }),
-            () = tokio::time::sleep(pause) => {
-                // Nobody here will pass it to us any more (a task died): go to Redis.
-                if !local.is_represented(key) {
-                    return Ok(None);
-                }
-            }
+            () = tokio::time::sleep(wait.cap(period)) => {}
+        }
+        // A lock passed at the last moment is ours after all.
+        if wait.expired() {
+            return turn
+                .leave()
+                .map(|p| Some(won(p)))
+                .ok_or_else(|| busy(key, started, None));
+        }
+        // Nobody here will pass it to us any more (a task died): go to Redis.
+        if !local.is_represented(key) {
+            return Ok(turn.leave().map(won));
         }
     }
 }
@@ -117,71 +159,100 @@ async fn acquire_in_redis<S: LockStore>(
     };
     // Others in this process already wait here: queue at once, skipping a try
     // that would most likely fail.
-    let mut watch: Option<Watch> = match wait.deadline {
-        Some(deadline) if deadline <= started => None,
-        _ => store.join_watch(key, &hold.owner),
+    let mut watch: Option<Watch> = match wait.expired() {
+        true => None,
+        false => store.join_watch(key, &hold.owner),
     };
     if watch.is_some() {
         request.queue_lease = Some(wait.waiter_lease);
     }
     let mut backoff = Backoff::default();
+    let mut retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
+    // Why the last attempt did not take the lock: busy (with the holder's lease), or
+    // a transient failure, reported as such if the wait ends on it.
+    let mut pttl = None;
+    let mut failure: Option<Error> = None;
+    let mut first = true;
     loop {
-        // Armed while a request is in flight or we sit in the queue: a drop now must
-        // undo whatever the request did or a release handed us.
-        hold.arm();
-        hold.queued |= request.queue_lease.is_some();
+        if !std::mem::take(&mut first) && wait.expired() {
+            give_up(&mut hold).await;
+            return Err(failure.unwrap_or_else(|| busy(key, started, pttl)));
+        }
+        // A drop from here on must undo whatever the request does.
+        hold.state = match request.queue_lease {
+            Some(_) => HoldState::Queued,
+            None => HoldState::Trying,
+        };
         let sent = Instant::now();
-        let pttl = match store.try_acquire(key, &hold.owner, request).await {
+        let Some(answer) = wait
+            .within(store.try_acquire(key, &hold.owner, request))
+            .await
+        else {
+            continue; // cut off at the deadline, request in flight: the hold undoes it
+        };
+        match answer {
             Ok(Attempt::Acquired { fence }) => {
-                hold.queued = false;
+                hold.state = HoldState::Held;
                 return Ok(Won { hold, fence, sent });
             }
-            Ok(Attempt::Busy { pttl }) => pttl,
-            Err(error) => {
-                if !error.outcome_unknown() && !hold.queued {
-                    hold.disarm();
-                }
-                return Err(error);
+            Ok(Attempt::Busy { pttl: left }) => {
+                hold.not_taken();
+                (pttl, failure) = (left, None);
             }
-        };
-        if !hold.queued {
-            hold.disarm();
+            Err(error) => {
+                if !error.outcome_unknown() {
+                    hold.not_taken();
+                }
+                if !error.is_transient() {
+                    give_up(&mut hold).await;
+                    return Err(error);
+                }
+                tracing::warn!(key = %key, %error, "lock attempt failed; retrying while the wait allows");
+                failure = Some(error);
+                tokio::time::sleep(wait.cap(retries.next_pause(None))).await;
+                continue;
+            }
         }
-        let now = Instant::now();
-        if wait.deadline.is_some_and(|deadline| deadline <= now) {
-            give_up(&mut hold).await;
-            return Err(busy(key, started, pttl));
+        if wait.expired() {
+            continue;
         }
         let Some(watch) = &watch else {
             // Busy: listen before queueing, so no wake-up can slip between the two.
-            watch = Some(store.watch(key, &hold.owner).await?);
-            request.queue_lease = Some(wait.waiter_lease);
+            if let Some(listening) = wait.within(store.watch(key, &hold.owner)).await {
+                watch = Some(listening?);
+                request.queue_lease = Some(wait.waiter_lease);
+            }
             continue;
         };
+        // A confirmed subscription wakes us when it is our turn; without one, wake-ups
+        // may be missed, so re-check often.
         let pause = match watch.is_live() {
             true => pttl
                 .unwrap_or(Duration::MAX)
                 .min(wait.waiter_lease.as_duration() / 3),
             false => backoff.next_pause(pttl),
         };
-        let pause = wait
-            .deadline
-            .map_or(pause, |deadline| pause.min(deadline - now))
-            .max(MIN_PAUSE);
         tokio::select! {
             () = watch.notified() => {}
-            () = tokio::time::sleep(pause) => {}
+            () = tokio::time::sleep(wait.cap(pause).max(MIN_PAUSE)) => {}
         }
     }
 }
 
-/// Leaves the queue now; if that fails, the armed hold retries when dropped.
+/// Leaves the queue (and undoes an attempt in flight) now, or, if Redis does not
+/// answer within [`LEAVE_GRACE`], in the background when the hold is dropped.
 async fn give_up<S: LockStore>(hold: &mut ReleaseOnDrop<S>) {
-    if !hold.queued {
+    if hold.state == HoldState::Clear {
         return;
     }
-    if let Err(error) = hold.release().await {
-        tracing::warn!(key = %hold.key, %error, "could not leave the wait queue; retrying in the background");
+    match tokio::time::timeout(LEAVE_GRACE, hold.release()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => {
+            tracing::warn!(key = %hold.key, %error, "could not leave the wait queue; retrying in the background")
+        }
+        Err(_) => {
+            tracing::debug!(key = %hold.key, "leaving the wait queue in the background")
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 -- KEYS[1]  the lock key: exactly the owner token with a PX expiry, the layout of the
 --          plain `SET key token NX PX ttl` pattern, so redis-py's Lock, redsync,
 --          node-redlock and latchkey on the same key exclude each other.
--- KEYS[2]  the fencing counter.
+-- KEYS[2]  the fencing counter: the last token handed out, expiring with the lease.
 -- KEYS[3]  the wait queue: a sorted set of waiters by arrival (score = server µs);
 --          each member is the waiter's mode ('f' fair, 'p' plain) and owner token.
 -- KEYS[4]  the waiters' leases: the same members, score = when the lease ends (ms).
@@ -12,11 +12,19 @@
 -- All five share a hash slot. A plain first try ('acquire' with mode 'p' and wait 0)
 -- declares only KEYS[1] and KEYS[2], the only ones it touches.
 --
+-- Every companion key expires: the counter with the lease it fenced, the queue and
+-- the leases with the longest waiter lease in them. Per-entity locks (per order, per
+-- user) therefore leave nothing behind once they are no longer used.
+--
+-- A script that fails halfway is not rolled back, so every read that can fail (a key
+-- of another type, a counter that is not a number) runs before the first write.
+--
 -- ARGV[1] is the operation:
 --   'acquire' token ttl_ms mode wait_ms
 --        mode 'f' or 'p'; wait_ms 0 = just try, > 0 = join or stay in the queue with
 --        a waiter lease of wait_ms. Returns {1, fence} when the lock is ours and
---        {0, pttl} when not (pttl -1: held without expiry).
+--        {0, pttl} when not (pttl -1: held without expiry, -2: free but owed to a
+--        fair waiter).
 --   'pass' token next_token ttl_ms
 --        hand a held lock straight to another owner in the same process, with a fresh
 --        lease and fencing token, unless someone waits in the queue (then they come
@@ -35,20 +43,43 @@ local function server_time()
   return us, math.floor(us / 1000)
 end
 
--- The next fencing token. The counter is lost when a server that keeps nothing on
--- disk restarts; INCR then answers 1, and flooring at the server clock (µs) keeps
--- tokens strictly increasing anyway. Returns nil (after undoing the lock) if the
--- counter key holds something INCR cannot use.
-local function next_fence()
-  local fence = redis.pcall('INCR', fence_key)
-  if type(fence) == 'table' then
-    return nil, fence
+-- The last fencing token handed out (0 if the counter is gone). Raises, before the
+-- caller has written anything, if the counter holds something that is not a count.
+local function last_fence()
+  local stored = redis.call('GET', fence_key)
+  if not stored then
+    return 0
   end
-  if fence == 1 then
-    fence = server_time()
-    redis.call('SET', fence_key, string.format('%d', fence))
+  local last = tonumber(stored)
+  if not last then
+    error({err = 'ERR the fencing counter ' .. fence_key .. ' is not a number; delete it'})
   end
+  return last
+end
+
+-- Hands out the next fencing token: max(last + 1, server time in µs), on every grant.
+-- A counter restored older than it was (an RDB snapshot, an AOF that lost its tail, a
+-- replica that missed writes) or lost altogether still yields a token above every
+-- earlier one, as long as the server clock never steps back past the last token. So
+-- the counter may expire with the lease it fenced.
+local function grant_fence(last, ttl)
+  local us = server_time()
+  local fence = math.max(last + 1, us)
+  redis.call('SET', fence_key, string.format('%d', fence), 'PX', ttl)
   return fence
+end
+
+-- Raises WRONGTYPE now, before any write, if the queue or the leases are not sorted sets.
+local function check_queue()
+  redis.call('ZCARD', queue)
+  redis.call('ZCARD', leases)
+end
+
+-- Makes `key` live at least `ms` more: the queue outlives every waiter lease in it.
+local function keep_at_least(key, ms)
+  if redis.call('PTTL', key) < ms then
+    redis.call('PEXPIRE', key, ms)
+  end
 end
 
 local function leave_queue(member)
@@ -78,31 +109,27 @@ local function next_live_waiter()
   end
 end
 
-local function granted(member, queued)
-  local fence, err = next_fence()
-  if not fence then
-    redis.call('DEL', lock)
-    return err
-  end
-  if queued then
-    leave_queue(member)
-  end
-  return {1, fence}
-end
-
 -- A first try, not queued: nothing can have been handed to us yet, so SET NX
 -- answers for the common case (a free lock) in one command.
-local function try_once(token, ttl, mode, member)
-  if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
-    if mode == 'p' or not next_live_waiter() then
-      return granted(member, false)
+local function try_once(token, ttl, mode)
+  local last = last_fence()
+  if mode == 'f' then
+    check_queue()
+    -- Fair: a lock with live waiters is owed to the first of them.
+    if next_live_waiter() then
+      return {0, redis.call('PTTL', lock)}
     end
-    -- Fair: a free lock with live waiters is owed to the first of them.
-    redis.call('DEL', lock)
-    return {0, -2}
   end
-  -- SET NX also fails on a key of another type; GET raises WRONGTYPE for it.
-  redis.call('GET', lock)
+  if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
+    return {1, grant_fence(last, ttl)}
+  end
+  -- GET also raises WRONGTYPE for a key of another type, which SET NX treats as taken.
+  if redis.call('GET', lock) == token then
+    -- An earlier try with this token set the lock, but its reply was lost (the
+    -- caller retries a failed attempt with the same token): the lock is ours.
+    redis.call('PEXPIRE', lock, ttl)
+    return {1, grant_fence(last, ttl)}
+  end
   return {0, redis.call('PTTL', lock)}
 end
 
@@ -110,40 +137,46 @@ end
 -- waiter takes a free lock only when it is at the head of the line.
 local function try_in_line(token, ttl, mode, member, wait_ms)
   local holder = redis.call('GET', lock)
+  check_queue()
+  local last = last_fence()
   -- A release handed the lock to us with a short lease: claim it with our own.
   if holder == token then
     redis.call('PEXPIRE', lock, ttl)
-    return granted(member, false)
+    return {1, grant_fence(last, ttl)}
   end
   if not holder then
     -- Plain waiters may barge; fair ones only take a free lock nobody waits ahead for.
     local head = mode == 'f' and next_live_waiter()
     if not head or head == member then
       redis.call('SET', lock, token, 'PX', ttl)
-      return granted(member, true)
+      leave_queue(member)
+      return {1, grant_fence(last, ttl)}
     end
   end
   -- NX keeps a waiter's place in line when it renews its lease.
   local us, ms = server_time()
   redis.call('ZADD', queue, 'NX', us, member)
   redis.call('ZADD', leases, ms + wait_ms, member)
+  keep_at_least(queue, wait_ms)
+  keep_at_least(leases, wait_ms)
   return {0, redis.call('PTTL', lock)}
 end
 
 local function acquire(token, ttl, mode, wait_ms)
-  local member = mode .. token
   if wait_ms == 0 then
-    return try_once(token, ttl, mode, member)
+    return try_once(token, ttl, mode)
   end
-  return try_in_line(token, ttl, mode, member, wait_ms)
+  return try_in_line(token, ttl, mode, mode .. token, wait_ms)
 end
 
 local function release(token, leaving)
+  local holder = redis.call('GET', lock)
+  check_queue()
   if leaving == '1' then
     leave_queue('f' .. token)
     leave_queue('p' .. token)
   end
-  if redis.call('GET', lock) ~= token then
+  if holder ~= token then
     return 0
   end
   local waiter, lease_left = next_live_waiter()
@@ -165,16 +198,13 @@ local function release(token, leaving)
 end
 
 local function pass(token, next_token, ttl)
-  if redis.call('GET', lock) ~= token or redis.call('EXISTS', queue) == 1 then
+  local holder = redis.call('GET', lock)
+  local last = last_fence()
+  if holder ~= token or redis.call('EXISTS', queue) == 1 then
     return 0
   end
   redis.call('SET', lock, next_token, 'PX', ttl)
-  local fence, err = next_fence()
-  if not fence then
-    redis.call('DEL', lock)
-    return err
-  end
-  return fence
+  return grant_fence(last, ttl)
 end
 
 local op = ARGV[1]

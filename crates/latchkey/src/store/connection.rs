@@ -1,7 +1,11 @@
 //! The connection a single-node store talks through: ours, or the user's own.
 
-use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use std::sync::{Arc, Mutex};
+
+use redis::aio::{
+    ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
+};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 /// A cloneable, multiplexed connection to one Redis server.
 ///
@@ -16,30 +20,98 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
-pub enum Connection {
-    /// Reconnects by itself after a server restart or a dropped socket.
+pub struct Connection(Link);
+
+#[derive(Clone)]
+enum Link {
+    /// The caller's manager: reconnects by itself after a dropped socket.
     Manager(ConnectionManager),
-    /// A plain multiplexed connection; once broken, it stays broken.
+    /// The caller's plain multiplexed connection: once broken, it stays broken.
     Multiplexed(MultiplexedConnection),
+    /// Ours: also replaced when a reply times out.
+    Replaced(Replaceable),
 }
 
 impl From<ConnectionManager> for Connection {
     fn from(conn: ConnectionManager) -> Self {
-        Connection::Manager(conn)
+        Connection(Link::Manager(conn))
     }
 }
 
 impl From<MultiplexedConnection> for Connection {
     fn from(conn: MultiplexedConnection) -> Self {
-        Connection::Multiplexed(conn)
+        Connection(Link::Multiplexed(conn))
+    }
+}
+
+impl Connection {
+    /// Our own connection to the server `client` points at, made lazily and replaced
+    /// whenever a reply times out.
+    pub(crate) fn replaceable(
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+    ) -> RedisResult<Self> {
+        let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+        Ok(Connection(Link::Replaced(Replaceable {
+            client,
+            config,
+            current: Arc::new(Mutex::new((0, manager))),
+        })))
+    }
+}
+
+/// A connection manager that is swapped for a new one after a timeout.
+///
+/// redis-rs reconnects after a dropped socket, but a reply that times out leaves the
+/// socket in place: behind a stalled network path (a peer that vanished without a
+/// reset, a black-holed route) every later command would time out too, for ever.
+/// Replacing the connection lets the next command take a fresh path.
+#[derive(Clone)]
+struct Replaceable {
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    /// The manager in use, numbered so that concurrent timeouts replace it once.
+    current: Arc<Mutex<(u64, ConnectionManager)>>,
+}
+
+impl Replaceable {
+    fn current(&self) -> (u64, ConnectionManager) {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces manager number `generation` (if nobody did yet) after `reply` timed out.
+    fn replace_after<T>(&self, generation: u64, reply: &RedisResult<T>) {
+        if !reply.as_ref().is_err_and(redis::RedisError::is_timeout) {
+            return;
+        }
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if current.0 != generation {
+            return;
+        }
+        match ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone()) {
+            Ok(fresh) => {
+                tracing::debug!("a reply timed out; the next command uses a new connection");
+                *current = (generation + 1, fresh);
+            }
+            Err(error) => tracing::warn!(%error, "could not replace a timed-out connection"),
+        }
     }
 }
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Connection::Manager(c) => c.req_packed_command(cmd),
-            Connection::Multiplexed(c) => c.req_packed_command(cmd),
+        match &mut self.0 {
+            Link::Manager(c) => c.req_packed_command(cmd),
+            Link::Multiplexed(c) => c.req_packed_command(cmd),
+            Link::Replaced(r) => Box::pin(async move {
+                let (generation, mut conn) = r.current();
+                let reply = conn.req_packed_command(cmd).await;
+                r.replace_after(generation, &reply);
+                reply
+            }),
         }
     }
 
@@ -49,16 +121,23 @@ impl ConnectionLike for Connection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Connection::Manager(c) => c.req_packed_commands(pipeline, offset, count),
-            Connection::Multiplexed(c) => c.req_packed_commands(pipeline, offset, count),
+        match &mut self.0 {
+            Link::Manager(c) => c.req_packed_commands(pipeline, offset, count),
+            Link::Multiplexed(c) => c.req_packed_commands(pipeline, offset, count),
+            Link::Replaced(r) => Box::pin(async move {
+                let (generation, mut conn) = r.current();
+                let reply = conn.req_packed_commands(pipeline, offset, count).await;
+                r.replace_after(generation, &reply);
+                reply
+            }),
         }
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            Connection::Manager(c) => c.get_db(),
-            Connection::Multiplexed(c) => c.get_db(),
+        match &self.0 {
+            Link::Manager(c) => c.get_db(),
+            Link::Multiplexed(c) => c.get_db(),
+            Link::Replaced(r) => r.current().1.get_db(),
         }
     }
 }

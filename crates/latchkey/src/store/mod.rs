@@ -15,6 +15,13 @@ pub use connection::Connection;
 pub use single_node::SingleNode;
 pub use subscriber::Watch;
 
+/// How long to wait for a TCP (and TLS) connection before calling Redis unreachable.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long to wait for any reply before calling Redis unreachable (the connection is
+/// then replaced). Well under a waiter lease: a live waiter renews its place every
+/// third of its lease, so one slow reply must not outlast the rest of it.
+pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
+
 use crate::error::Result;
 use crate::key::LockKey;
 use crate::lease::Ttl;

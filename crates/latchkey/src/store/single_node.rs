@@ -7,7 +7,9 @@ use redis::aio::ConnectionManagerConfig;
 use redis::{FromRedisValue, RedisResult, ScriptInvocation};
 
 use super::subscriber::Subscriber;
-use super::{AcquireRequest, Attempt, Connection, LockStore, Watch};
+use super::{
+    AcquireRequest, Attempt, CONNECT_TIMEOUT, Connection, LockStore, RESPONSE_TIMEOUT, Watch,
+};
 use crate::error::{Error, Result};
 use crate::key::{LockKey, is_companion_key};
 use crate::lease::Ttl;
@@ -15,10 +17,6 @@ use crate::lock::LockStatus;
 use crate::scripts;
 use crate::token::OwnerToken;
 
-/// How long to wait for a TCP (and TLS) connection before calling Redis unreachable.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long to wait for any reply before calling Redis unreachable.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Reconnect attempts after a dropped connection before a command fails.
 const RECONNECT_RETRIES: usize = 2;
 /// Keys SCAN looks at per round trip.
@@ -59,12 +57,10 @@ impl SingleNode {
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_number_of_retries(RECONNECT_RETRIES);
-        let conn = client
-            .get_connection_manager_with_config(config)
-            .await
+        let conn = Connection::replaceable(client.clone(), config)
             .map_err(|e| Error::from_redis(e, &node, ""))?;
         let store = SingleNode {
-            conn: conn.into(),
+            conn,
             subscriber: Some(Subscriber::new(client, node.clone())),
             node,
         };

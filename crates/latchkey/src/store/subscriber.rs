@@ -5,6 +5,10 @@
 //! it subscribes to a channel while anyone watches it, routes each message to the
 //! one waiter it names, and after a lost connection reconnects, resubscribes and
 //! wakes every waiter so each re-checks the lock (messages sent meanwhile are lost).
+//!
+//! Every step on that connection has a time limit, and a heartbeat PING finds a
+//! connection that stalled without closing: it is then replaced. Until a watch is
+//! confirmed again, [`Watch::is_live`] says so and waiters re-check on short timers.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -14,10 +18,13 @@ use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{Notify, mpsc, oneshot};
 
+use super::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use crate::error::{Error, Result, connection_failed};
 
 /// Pause before reconnecting a lost subscriber connection.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+/// How often the subscriber checks with a PING that its connection still answers.
+const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// A waiter's registration for its wake-up. Dropping it unregisters.
 ///
@@ -40,9 +47,16 @@ impl Watch {
         Watch::default()
     }
 
-    /// Whether wake-ups can arrive at all.
+    /// Whether wake-ups can arrive now: the server confirmed the subscription on the
+    /// current subscriber connection. While not, a waiter must re-check on its own.
     pub fn is_live(&self) -> bool {
-        self.registration.is_some()
+        let Some(registration) = &self.registration else {
+            return false;
+        };
+        registration
+            .shared
+            .upgrade()
+            .is_some_and(|shared| shared.is_confirmed(&registration.channel))
     }
 
     /// Resolves when a release named this waiter, or the subscriber connection was
@@ -118,8 +132,8 @@ impl Subscriber {
         }
     }
 
-    /// Registers `waiter` on `channel` and waits until the server confirmed the
-    /// subscription.
+    /// Registers `waiter` on `channel` and waits, at most [`RESPONSE_TIMEOUT`], until
+    /// the server confirmed the subscription.
     pub(crate) async fn watch(&self, channel: &str, waiter: String) -> Result<Watch> {
         self.start();
         let watch = self.register(channel, waiter);
@@ -127,11 +141,12 @@ impl Subscriber {
         let (ack, confirmed) = oneshot::channel();
         let subscribe = Command::Subscribe(channel.to_owned(), ack);
         let _ = self.shared.commands.send(subscribe);
-        match confirmed.await {
-            Ok(()) => self.shared.set_confirmed(channel),
-            // The subscriber connection is down. The watch still works once it is back
-            // (it resubscribes and wakes everyone); until then the waiter's timer covers.
-            Err(_) => {
+        match tokio::time::timeout(RESPONSE_TIMEOUT, confirmed).await {
+            Ok(Ok(())) => self.shared.set_confirmed(channel),
+            // The subscriber connection is down or stalled. The watch still works once
+            // it is back (it resubscribes and wakes everyone); until then the waiter
+            // sees `is_live() == false` and re-checks on its timer.
+            _ => {
                 tracing::debug!(node = %self.shared.node, channel, "subscription not confirmed; waiting on the timer")
             }
         }
@@ -194,6 +209,12 @@ impl Shared {
         }
     }
 
+    fn is_confirmed(&self, channel: &str) -> bool {
+        self.lock_channels()
+            .get(channel)
+            .is_some_and(|c| c.confirmed)
+    }
+
     fn set_confirmed(&self, channel: &str) {
         if let Some(entry) = self.lock_channels().get_mut(channel) {
             entry.confirmed = true;
@@ -247,10 +268,11 @@ async fn connect(shared: &Weak<Shared>) -> Option<(PubSubSink, PubSubStream)> {
     loop {
         let strong = shared.upgrade()?;
         let attempt = async {
-            let (mut sink, stream) = strong.client.get_async_pubsub().await?.split();
+            let pubsub = within(CONNECT_TIMEOUT, strong.client.get_async_pubsub()).await?;
+            let (mut sink, stream) = pubsub.split();
             let wanted = strong.unconfirm_all();
             if !wanted.is_empty() {
-                match sink.subscribe(&wanted).await {
+                match within(RESPONSE_TIMEOUT, sink.subscribe(&wanted)).await {
                     Ok(()) => wanted.iter().for_each(|c| strong.set_confirmed(c)),
                     Err(error) if connection_failed(&error) => return Err(error),
                     // Refused (an ACL without the channels): waiters use their timers.
@@ -275,16 +297,26 @@ async fn connect(shared: &Weak<Shared>) -> Option<(PubSubSink, PubSubStream)> {
     }
 }
 
-/// Routes messages and (un)subscribes until the connection drops (`true`) or the
-/// store is gone (`false`).
+/// Routes messages and (un)subscribes until the connection drops or stalls (`true`)
+/// or the store is gone (`false`).
 async fn serve(
     shared: &Weak<Shared>,
     sink: &mut PubSubSink,
     stream: &mut PubSubStream,
     commands: &mut mpsc::UnboundedReceiver<Command>,
 ) -> bool {
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            _ = heartbeat.tick() => {
+                // A connection that stalled without closing never ends the stream.
+                if let Err(error) = within(RESPONSE_TIMEOUT, sink.ping::<redis::Value>()).await {
+                    if connection_failed(&error) {
+                        return true;
+                    }
+                }
+            }
             message = stream.next() => {
                 let Some(message) = message else { return true };
                 let Some(strong) = shared.upgrade() else { return false };
@@ -294,10 +326,10 @@ async fn serve(
             command = commands.recv() => {
                 let Some(command) = command else { return false };
                 let sent = match command {
-                    Command::Subscribe(channel, ack) => sink.subscribe(&channel).await.map(|()| {
+                    Command::Subscribe(channel, ack) => within(RESPONSE_TIMEOUT, sink.subscribe(&channel)).await.map(|()| {
                         let _ = ack.send(());
                     }),
-                    Command::Unsubscribe(channel) => sink.unsubscribe(&channel).await,
+                    Command::Unsubscribe(channel) => within(RESPONSE_TIMEOUT, sink.unsubscribe(&channel)).await,
                 };
                 match sent {
                     Ok(()) => {}
@@ -317,4 +349,14 @@ async fn serve(
 fn refused(shared: &Shared, error: &redis::RedisError) {
     let error = Error::from_redis(error.clone(), &shared.node, "");
     tracing::warn!(%error, "Redis refused a subscription; waiters re-check on their timers instead (grant the ACL user the `&` channel pattern)");
+}
+
+/// `step`, failed with a timeout error if it takes longer than `limit`.
+async fn within<T>(
+    limit: Duration,
+    step: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> redis::RedisResult<T> {
+    tokio::time::timeout(limit, step).await.unwrap_or_else(|_| {
+        Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no reply in time").into())
+    })
 }

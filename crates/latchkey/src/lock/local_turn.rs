@@ -1,0 +1,95 @@
+//! A task's place behind this process's holder of a lock, and what leaving undoes.
+//!
+//! The holder passes the lock to the oldest local waiter in Redis first and tells it
+//! afterwards, so by the time a waiter leaves (its deadline passed, its future was
+//! dropped by `select!`, a timeout or an abort) the lock may already be in Redis
+//! under its token. Leaving therefore reads what it was sent: a passed lock is
+//! released (or passed on to the next local waiter), and a turn to go to Redis goes
+//! to the next local waiter. Nothing is left held by nobody.
+
+use std::time::Instant;
+
+use tokio::sync::oneshot;
+
+use super::local::{LocalLocks, Turn};
+use super::release_on_drop::ReleaseOnDrop;
+use crate::key::LockKey;
+use crate::store::LockStore;
+use crate::token::OwnerToken;
+
+/// A lock passed to a local waiter: its fencing token and when the pass was sent.
+pub(crate) struct Passed {
+    pub(crate) fence: u64,
+    pub(crate) sent: Instant,
+}
+
+/// A place in the local line; see the module docs for what dropping it does.
+pub(crate) struct LocalTurn<S: LockStore> {
+    /// `None` once the turn was taken or left.
+    turn: Option<oneshot::Receiver<Turn>>,
+    store: S,
+    key: LockKey,
+    owner: OwnerToken,
+    local: LocalLocks,
+}
+
+impl<S: LockStore> LocalTurn<S> {
+    pub(crate) fn new(
+        turn: oneshot::Receiver<Turn>,
+        store: &S,
+        key: &LockKey,
+        owner: &OwnerToken,
+        local: &LocalLocks,
+    ) -> Self {
+        LocalTurn {
+            turn: Some(turn),
+            store: store.clone(),
+            key: key.clone(),
+            owner: owner.clone(),
+            local: local.clone(),
+        }
+    }
+
+    /// Waits for the holder's word. `None` when there will be none (the holder's
+    /// process state was dropped): go to Redis. Cancel-safe.
+    pub(crate) async fn told(&mut self) -> Option<Turn> {
+        let turn = self.turn.as_mut()?;
+        let told = turn.await.ok();
+        self.turn = None;
+        told
+    }
+
+    /// Leaves the line: no word can arrive after this. Returns a lock passed to us in
+    /// the meantime, which the caller now holds; an unused turn to go to Redis is
+    /// handed to the next local waiter.
+    pub(crate) fn leave(&mut self) -> Option<Passed> {
+        let mut turn = self.turn.take()?;
+        // After `close`, a send either happened before (and `try_recv` sees it) or fails
+        // and the holder keeps the lock: no word is lost in between.
+        turn.close();
+        match turn.try_recv().ok()? {
+            Turn::Yours { fence, sent } => Some(Passed { fence, sent }),
+            Turn::TryRedis => {
+                self.local.turn_unused(&self.key);
+                None
+            }
+        }
+    }
+}
+
+impl<S: LockStore> Drop for LocalTurn<S> {
+    fn drop(&mut self) {
+        if self.leave().is_none() {
+            return;
+        }
+        // Passed to us after all, and nobody will use it: pass it on or release it,
+        // in the background (see `ReleaseOnDrop`).
+        let local = Some(self.local.clone());
+        drop(ReleaseOnDrop::held(
+            self.store.clone(),
+            self.key.clone(),
+            self.owner.clone(),
+            local,
+        ));
+    }
+}
