@@ -1,0 +1,226 @@
+//! Promises kept under faults: one regression test per defect of the reliability
+//! review (issue "Keep every promise under faults"), each against real servers.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use latchkey::store::{AcquireRequest, LockStore};
+use latchkey::{Error, OwnerToken, Ttl};
+use latchkey_testkit::RedisServer;
+use redis::AsyncCommands;
+
+/// Polls `check` every 10 ms until it holds; false if it still fails after `limit`.
+async fn eventually(limit: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    check().await
+}
+
+/// Item 2: a holder passes the lock to a local waiter in Redis, then tells it; the
+/// waiting task is aborted before it reads the news. The lock must not stay in Redis
+/// under the aborted waiter's token, and the process must not wait behind a ghost.
+#[tokio::test]
+async fn a_local_waiter_aborted_after_a_pass_leaves_nothing_held() {
+    let (_server, client) = common::start().await;
+    let mutex = common::fixed(&client, "passed", Duration::from_secs(30));
+    let holder = mutex.try_lock().await.unwrap();
+    let waiter = {
+        let mutex = mutex.clone();
+        tokio::spawn(async move { mutex.lock().await })
+    };
+    tokio::task::yield_now().await; // the waiter queues behind the holder, locally
+    // One thread: between the pass (inside `release`) and the abort below, the waiter
+    // task never runs, so it is dropped with the lock passed but unread.
+    assert!(holder.release().await.unwrap());
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    assert!(
+        eventually(Duration::from_secs(1), async || !mutex
+            .is_locked()
+            .await
+            .unwrap())
+        .await,
+        "the lock stayed held under the aborted waiter's token"
+    );
+    let again = mutex.lock_timeout(Duration::from_secs(2)).await;
+    assert!(again.is_ok(), "the process waits behind a ghost: {again:?}");
+}
+
+/// Item 2, the deadline variant: the waiter's deadline and the holder's pass become
+/// ready at once. The waiter runs on a one-thread runtime whose `block_on` future
+/// sleeps to the same deadline; the time driver fires both timers in one turn, and
+/// `block_on` polls its own future first, which freezes the thread while the holder
+/// passes the lock. The waiter then wakes with both ready. Whichever it picks, the
+/// lock is returned or released: never left held by nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_waiter_whose_deadline_meets_a_pass_gets_or_frees_the_lock() {
+    let (_server, client) = common::start().await;
+    for round in 0..10 {
+        let mutex = common::fixed(
+            &client,
+            &format!("deadline:{round}"),
+            Duration::from_secs(30),
+        );
+        let holder = mutex.try_lock().await.unwrap();
+        let (frozen, frozen_rx) = std::sync::mpsc::channel();
+        let waiter = {
+            let mutex = mutex.clone();
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                runtime.block_on(async move {
+                    let deadline = tokio::time::Instant::now() + Duration::from_millis(40);
+                    let waiting = {
+                        let mutex = mutex.clone();
+                        tokio::spawn(
+                            async move { mutex.lock_timeout(Duration::from_millis(40)).await },
+                        )
+                    };
+                    tokio::time::sleep_until(deadline).await;
+                    // Frozen, the waiter's timer fired, while the holder passes the lock.
+                    frozen.send(()).unwrap();
+                    std::thread::sleep(Duration::from_millis(150));
+                    match waiting.await.unwrap() {
+                        Ok(guard) => guard.release().await.map(|_| true),
+                        Err(Error::Busy { .. }) => Ok(false),
+                        Err(other) => Err(other),
+                    }
+                })
+            })
+        };
+        tokio::task::spawn_blocking(move || frozen_rx.recv().unwrap())
+            .await
+            .unwrap();
+        assert!(holder.release().await.unwrap());
+        let got_it = tokio::task::spawn_blocking(move || waiter.join().unwrap())
+            .await
+            .unwrap();
+        if !got_it.unwrap() {
+            let freed = eventually(Duration::from_secs(1), async || {
+                !mutex.is_locked().await.unwrap()
+            });
+            let status = mutex.status().await.unwrap();
+            assert!(
+                freed.await,
+                "round {round}: Busy, yet the lock stayed held: {status:?}"
+            );
+        }
+        let again = mutex.lock_timeout(Duration::from_secs(2)).await;
+        assert!(
+            again.is_ok(),
+            "round {round}: the process waits behind a ghost: {again:?}"
+        );
+    }
+}
+
+/// Item 4: a connection blip while waiting (`CLIENT KILL` of every client) is retried
+/// inside the deadline, not returned as `Unreachable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_rides_out_a_killed_connection() {
+    let (server, client) = common::start().await;
+    let mut raw = common::connect(&server.url()).await;
+    // Another library holds the lock for 1.5 s.
+    let _: () = redis::cmd("SET")
+        .arg("blip")
+        .arg("someone-else")
+        .arg("NX")
+        .arg("PX")
+        .arg(1500)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let mutex = client.mutex("blip").unwrap();
+    let waiting = {
+        let mutex = mutex.clone();
+        tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(10)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut admin = server.connection().unwrap();
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut admin)
+        .unwrap();
+    assert!(killed >= 1);
+    match waiting.await.unwrap() {
+        Ok(guard) => assert!(guard.release().await.unwrap()),
+        Err(error) => panic!("the wait gave up on a connection blip: {error}"),
+    }
+}
+
+/// Item 5: every companion key expires, so per-entity locks leave nothing behind:
+/// fencing counters, queues and leases of waiters that died in line included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_many_locks_no_key_is_left_without_an_expiry_and_all_disappear() {
+    let (server, client) = common::start().await;
+    let ttl = Duration::from_millis(300);
+    for n in 0..40 {
+        let name = format!("order:{n}");
+        let mutex = common::fixed(&client, &name, ttl);
+        let mutex = if n % 2 == 0 { mutex.fair() } else { mutex };
+        let guard = mutex.try_lock().await.unwrap();
+        // Two waiters that queue once and never come back (crashed processes): the
+        // release hands the lock to the first, the second stays in line.
+        let queue = AcquireRequest {
+            ttl: Ttl::new(ttl).unwrap(),
+            fair: n % 2 == 0,
+            queue_lease: Some(Ttl::new(Duration::from_millis(500)).unwrap()),
+        };
+        for _ in 0..2 {
+            let ghost = OwnerToken::generate().unwrap();
+            client
+                .store()
+                .try_acquire(mutex.key(), &ghost, queue)
+                .await
+                .unwrap();
+        }
+        guard.release().await.unwrap();
+    }
+    let mut raw = common::connect(&server.url()).await;
+    let keys: Vec<String> = raw.keys("*").await.unwrap();
+    assert!(!keys.is_empty());
+    for key in &keys {
+        let left: i64 = raw.pttl(key).await.unwrap();
+        assert!(left != -1, "{key} has no expiry");
+    }
+    let emptied = eventually(Duration::from_secs(5), async || {
+        let size: u64 = redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap();
+        size == 0
+    });
+    assert!(emptied.await, "keys outlived every lease and waiter lease");
+}
+
+/// Item 6: a script that fails halfway is not rolled back. A fair first try used to
+/// set the lock before reading the queue; a queue of another type then failed the
+/// script with the lock set, held by nobody for a whole lease.
+#[tokio::test]
+async fn a_failing_script_writes_nothing() {
+    let server = RedisServer::start().unwrap();
+    let client = latchkey::Client::open(&server.url()).await.unwrap();
+    let mut raw = common::connect(&server.url()).await;
+    for companion in ["queue", "leases"] {
+        let name = format!("typed-{companion}");
+        let _: () = raw
+            .set(format!("{{{name}}}:lk:{companion}"), "not a set")
+            .await
+            .unwrap();
+        let mutex = client.mutex(&name).unwrap().fair();
+        for result in [
+            mutex.try_lock().await,
+            mutex.lock_timeout(Duration::from_millis(200)).await,
+        ] {
+            assert!(matches!(result, Err(Error::WrongType { .. })), "{result:?}");
+            let held: bool = raw.exists(&name).await.unwrap();
+            assert!(!held, "a failed {companion} read left the lock set");
+        }
+    }
+}
