@@ -1,9 +1,11 @@
 //! Real `redis-server` processes for latchkey's tests, demos and benchmarks.
 //!
 //! Each [`RedisServer`] runs in its own temp dir on a free loopback port, with no
-//! persistence, and is killed when dropped. It can be paused (SIGSTOP), resumed,
-//! killed with SIGKILL and restarted empty on the same port, so tests exercise real
-//! failures instead of mocks.
+//! persistence unless asked, and is killed when dropped. It can be paused (SIGSTOP),
+//! resumed, killed with SIGKILL and restarted on the same port, empty or from its last
+//! snapshot or append-only file ([`Restart`]), made a replica of another server and
+//! promoted. A [`FaultProxy`] in front of a server stalls, black-holes, delays and
+//! resets connections. So tests exercise real failures instead of mocks.
 //!
 //! ```no_run
 //! let server = latchkey_testkit::RedisServer::start()?;
@@ -11,9 +13,14 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+mod proxy;
+mod replication;
+mod restart;
 mod tls;
 pub mod worker;
 
+pub use proxy::{FaultProxy, NewConnections};
+pub use restart::Restart;
 pub use tls::TlsFiles;
 
 use std::io::{self, Write};
@@ -56,6 +63,7 @@ pub struct ServerBuilder {
     password: Option<String>,
     users: Vec<AclUser>,
     tls: bool,
+    aof: bool,
 }
 
 impl ServerBuilder {
@@ -81,6 +89,13 @@ impl ServerBuilder {
         self
     }
 
+    /// Persist every write to an append-only file (`appendonly yes`, `appendfsync
+    /// everysec`), so [`RedisServer::restart_from`]`(`[`Restart::Aof`]`)` can load it.
+    pub fn aof(mut self) -> Self {
+        self.aof = true;
+        self
+    }
+
     /// Starts the server on a free loopback port and waits until it answers.
     pub fn start(self) -> io::Result<RedisServer> {
         let dir = tempfile::Builder::new()
@@ -100,7 +115,7 @@ impl ServerBuilder {
                 options: self.clone(),
                 tls: tls.clone(),
             };
-            match server.spawn() {
+            match server.spawn(self.aof) {
                 Ok(()) => {
                     server._dir = Some(dir);
                     return Ok(server);
@@ -216,10 +231,10 @@ impl RedisServer {
         Ok(())
     }
 
-    /// Kills the server if it runs and starts a new, empty one on the same port.
+    /// Kills the server if it runs and starts a new, empty one on the same port:
+    /// [`restart_from`](Self::restart_from)`(`[`Restart::Empty`]`)`.
     pub fn restart(&mut self) -> io::Result<()> {
-        self.kill()?;
-        self.spawn()
+        self.restart_from(Restart::Empty)
     }
 
     fn signal(&self, signal: Signal) -> io::Result<()> {
@@ -230,8 +245,10 @@ impl RedisServer {
         kill(Pid::from_raw(pid), signal).map_err(io::Error::from)
     }
 
-    fn spawn(&mut self) -> io::Result<()> {
-        let config = self.write_config()?;
+    /// Starts `redis-server` on this server's port and dir; `appendonly` decides
+    /// whether it loads (and keeps writing) the append-only file.
+    fn spawn(&mut self, appendonly: bool) -> io::Result<()> {
+        let config = self.write_config(appendonly)?;
         let child = Command::new(server_binary())
             .arg(&config)
             .stdin(Stdio::null())
@@ -245,7 +262,7 @@ impl RedisServer {
         })
     }
 
-    fn write_config(&self) -> io::Result<PathBuf> {
+    fn write_config(&self, appendonly: bool) -> io::Result<PathBuf> {
         let path = self.dir.join("redis.conf");
         let mut file = std::fs::File::create(&path)?;
         match &self.tls {
@@ -260,8 +277,12 @@ impl RedisServer {
             }
         }
         writeln!(file, "bind 127.0.0.1")?;
+        // Snapshots only when asked (`save()`), never on a timer.
         writeln!(file, "save \"\"")?;
-        writeln!(file, "appendonly no")?;
+        match appendonly {
+            true => writeln!(file, "appendonly yes\nappendfsync everysec")?,
+            false => writeln!(file, "appendonly no")?,
+        }
         writeln!(file, "daemonize no")?;
         writeln!(file, "protected-mode no")?;
         writeln!(file, "dir {}", self.dir.display())?;
@@ -280,30 +301,40 @@ impl RedisServer {
     }
 
     fn wait_ready(&mut self) -> io::Result<()> {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                return Err(io::Error::other(format!(
-                    "redis-server exited with {status} (port {} taken?); log: {}",
-                    self.port,
-                    self.log_tail()
-                )));
-            }
-            if self.answers_ping() {
-                return Ok(());
-            }
-            if started.elapsed() > READY_TIMEOUT {
-                return Err(io::Error::other(format!(
-                    "redis-server on port {} did not answer within {READY_TIMEOUT:?}",
-                    self.port
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let port = self.port;
+        wait_for(
+            &format!("redis-server on port {port} answering PING"),
+            || {
+                if let Some(status) = self
+                    .child
+                    .as_mut()
+                    .and_then(|c| c.try_wait().ok().flatten())
+                {
+                    return Err(io::Error::other(format!(
+                        "redis-server exited with {status} (port {port} taken?); log: {}",
+                        self.log_tail()
+                    )));
+                }
+                Ok(self.answers_ping())
+            },
+        )
+    }
+
+    /// One admin command, its error as an `io::Error` naming the server.
+    fn admin<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> io::Result<T> {
+        self.connection()
+            .and_then(|mut conn| command.query(&mut conn))
+            .map_err(|e| io::Error::other(format!("redis-server on port {}: {e}", self.port)))
+    }
+
+    /// One `field:value` line of `INFO section`.
+    fn info_field(&self, section: &str, field: &str) -> io::Result<Option<String>> {
+        let info: String = self.admin(redis::cmd("INFO").arg(section))?;
+        let prefix = format!("{field}:");
+        Ok(info
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map(|value| value.trim().to_owned()))
     }
 
     fn answers_ping(&self) -> bool {
@@ -348,6 +379,22 @@ fn not_installed(program: &str, error: &io::Error) -> io::Error {
         error.kind(),
         format!("cannot run {program} ({error}); install it with `apt-get install -y {program}`"),
     )
+}
+
+/// Polls `ready` every 10 ms until it says yes, fails, or [`READY_TIMEOUT`] passes
+/// (`what` names what is awaited, for the error).
+fn wait_for(what: &str, mut ready: impl FnMut() -> io::Result<bool>) -> io::Result<()> {
+    let started = Instant::now();
+    while !ready()? {
+        if started.elapsed() > READY_TIMEOUT {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no {what} within {READY_TIMEOUT:?}"),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
 }
 
 fn free_port() -> io::Result<u16> {
