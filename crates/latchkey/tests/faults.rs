@@ -6,9 +6,60 @@ mod common;
 use std::time::{Duration, Instant};
 
 use latchkey::store::{AcquireRequest, LockStore};
-use latchkey::{Error, OwnerToken, Ttl};
-use latchkey_testkit::RedisServer;
+use latchkey::{Client, Error, OwnerToken, Ttl};
+use latchkey_testkit::{FaultProxy, NewConnections, RedisServer, Restart};
 use redis::AsyncCommands;
+
+/// Takes and releases `lock` `n` times; returns the fencing tokens in order.
+async fn fences(url: &str, lock: &str, n: usize) -> Vec<u64> {
+    let client = Client::open(url).await.unwrap();
+    let mutex = client.mutex(lock).unwrap();
+    let mut tokens = Vec::new();
+    for _ in 0..n {
+        let guard = mutex.lock_timeout(Duration::from_secs(5)).await.unwrap();
+        tokens.push(guard.fence());
+        guard.release().await.unwrap();
+    }
+    tokens
+}
+
+/// Item 1: a counter restored older than it was (an RDB snapshot taken before the
+/// last grants) must not hand out tokens again: three tokens, SAVE, three more,
+/// kill -9, restart from the snapshot, and the next ones exceed all six.
+#[tokio::test]
+async fn fences_keep_growing_after_a_restart_from_an_older_snapshot() {
+    let mut server = RedisServer::start().unwrap();
+    let mut before = fences(&server.url(), "snap", 3).await;
+    server.save().unwrap();
+    before.extend(fences(&server.url(), "snap", 3).await);
+    server.restart_from(Restart::Snapshot).unwrap();
+    let after = fences(&server.url(), "snap", 3).await;
+    let last = before.iter().max().unwrap();
+    assert!(after.iter().all(|f| f > last), "{before:?} then {after:?}");
+}
+
+/// Item 1, failover: a replica that missed the last grants is promoted; its counter
+/// is older than the tokens already handed out, yet the next tokens exceed them.
+#[tokio::test]
+async fn fences_keep_growing_after_failover_to_a_replica_that_missed_writes() {
+    let mut primary = RedisServer::start().unwrap();
+    let replica = RedisServer::start().unwrap();
+    replica.replicate(&primary).unwrap();
+    let mut before = fences(&primary.url(), "failover", 3).await;
+    let copies: u64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut primary.connection().unwrap())
+        .unwrap();
+    assert_eq!(copies, 1, "the replica never got the first grants");
+    // Detached, it misses everything from here on, as a lagging replica would.
+    replica.promote().unwrap();
+    before.extend(fences(&primary.url(), "failover", 3).await);
+    primary.kill().unwrap();
+    let after = fences(&replica.url(), "failover", 3).await;
+    let last = before.iter().max().unwrap();
+    assert!(after.iter().all(|f| f > last), "{before:?} then {after:?}");
+}
 
 /// Polls `check` every 10 ms until it holds; false if it still fails after `limit`.
 async fn eventually(limit: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
@@ -223,4 +274,129 @@ async fn a_failing_script_writes_nothing() {
             assert!(!held, "a failed {companion} read left the lock set");
         }
     }
+}
+
+/// A client that reaches `server` through a fault proxy; its command connection is
+/// the proxy's connection 0 and its subscriber (opened by the first wait) the next.
+async fn proxied(server: &RedisServer) -> (FaultProxy, Client) {
+    let proxy = FaultProxy::start(server.port()).unwrap();
+    let client = Client::open(&proxy.url()).await.unwrap();
+    assert_eq!(proxy.accepted(), 1);
+    (proxy, client)
+}
+
+/// Item 3: a subscriber connection that is accepted but never answers must not hold
+/// a wait past its deadline; waiters fall back to timer re-checks and, once the path
+/// is back, a new subscriber connection wakes them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_black_holed_subscriber_never_holds_a_wait_past_its_deadline() {
+    let (server, direct) = common::start().await;
+    let (proxy, client) = proxied(&server).await;
+    let held = common::fixed(&direct, "stalled", Duration::from_secs(30));
+    let holder = held.try_lock().await.unwrap();
+    proxy.set_new_connections(NewConnections::BlackHole);
+    let mutex = client.mutex("stalled").unwrap();
+    let started = Instant::now();
+    let result = mutex.lock_timeout(Duration::from_secs(1)).await;
+    let waited = started.elapsed();
+    assert!(matches!(result, Err(Error::Busy { .. })), "{result:?}");
+    assert!(
+        waited < Duration::from_millis(1500),
+        "lock_timeout(1s) returned after {waited:?}"
+    );
+
+    // Without wake-ups, a waiter still sees the release on its timer.
+    let waiting = {
+        let mutex = mutex.clone();
+        tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(10)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    holder.release().await.unwrap();
+    waiting.await.unwrap().unwrap().release().await.unwrap();
+
+    // The path comes back: a new subscriber connection is made and confirmed.
+    proxy.set_new_connections(NewConnections::Forward);
+    let holder = held.try_lock().await.unwrap();
+    let waiting = {
+        let mutex = mutex.clone();
+        tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(10)).await })
+    };
+    let mut raw = common::connect(&server.url()).await;
+    let subscribed = eventually(Duration::from_secs(8), async || {
+        let counts: Vec<(String, u64)> = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("{stalled}:lk:wake")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        counts[0].1 == 1
+    });
+    assert!(subscribed.await, "the subscriber never came back");
+    holder.release().await.unwrap();
+    waiting.await.unwrap().unwrap().release().await.unwrap();
+}
+
+/// Item 3: a subscriber connection that stalls after it was set up (no close, no
+/// reset) is found by its heartbeat and replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_subscriber_connection_is_replaced() {
+    let (server, direct) = common::start().await;
+    let (proxy, client) = proxied(&server).await;
+    let held = common::fixed(&direct, "frozen", Duration::from_secs(30));
+    let holder = held.try_lock().await.unwrap();
+    let mutex = client.mutex("frozen").unwrap();
+    // The first wait opens the subscriber: the proxy's connection 1.
+    let result = mutex.lock_timeout(Duration::from_millis(200)).await;
+    assert!(matches!(result, Err(Error::Busy { .. })), "{result:?}");
+    assert_eq!(proxy.accepted(), 2);
+    proxy.stall_connection(1);
+    let replaced = eventually(Duration::from_secs(8), async || proxy.accepted() > 2);
+    assert!(replaced.await, "the stalled subscriber was never replaced");
+    let started = Instant::now();
+    let result = mutex.lock_timeout(Duration::from_secs(1)).await;
+    assert!(matches!(result, Err(Error::Busy { .. })), "{result:?}");
+    assert!(started.elapsed() < Duration::from_millis(1500));
+    holder.release().await.unwrap();
+}
+
+/// Item 8: a live waiter whose command connection stalls for longer than its
+/// renewal period keeps its place in line: the stalled request times out, the
+/// connection is replaced and the retry renews the waiter lease in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_waiter_keeps_its_place_through_a_stalled_reply() {
+    let (server, direct) = common::start().await;
+    let (proxy, client) = proxied(&server).await;
+    let holder = common::fixed(&direct, "line", Duration::from_secs(30))
+        .fair()
+        .try_lock()
+        .await
+        .unwrap();
+    let raw = common::connect(&server.url()).await;
+    let queued = |n: u64| {
+        let mut raw = raw.clone();
+        async move {
+            let queued = eventually(Duration::from_secs(5), async || {
+                raw.zcard::<_, u64>("{line}:lk:queue").await.unwrap() == n
+            });
+            assert!(queued.await, "the queue never reached {n}");
+        }
+    };
+    let first = {
+        let mutex = client.mutex("line").unwrap().fair();
+        tokio::spawn(async move { mutex.lock().await })
+    };
+    queued(1).await;
+    let second = {
+        let mutex = direct.mutex("line").unwrap().fair();
+        tokio::spawn(async move { mutex.lock().await })
+    };
+    queued(2).await;
+    proxy.stall_connection(0);
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    proxy.resume_all();
+    holder.release().await.unwrap();
+    let guard = first.await.unwrap().expect("the proxied waiter gave up");
+    assert!(!second.is_finished(), "the later waiter went first");
+    guard.release().await.unwrap();
+    second.await.unwrap().unwrap().release().await.unwrap();
 }

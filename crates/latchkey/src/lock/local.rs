@@ -75,6 +75,13 @@ pub(crate) enum Turn {
     TryRedis,
 }
 
+/// A lock passed to a local waiter: its fencing token and when the pass was sent.
+#[derive(Debug)]
+pub(crate) struct Passed {
+    pub(crate) fence: u64,
+    pub(crate) sent: Instant,
+}
+
 impl LocalWaiter {
     /// Tells the waiter; gives the turn back if the waiter is gone.
     pub(crate) fn tell(self, turn: Turn) -> Result<(), Turn> {
@@ -158,9 +165,24 @@ impl LocalLocks {
         self.settle(key.as_str(), |local| local.held = false);
     }
 
-    /// A waiter told to go to Redis left without going: send the next one instead.
-    pub(crate) fn turn_unused(&self, key: &LockKey) {
-        self.settle(key.as_str(), |_| {});
+    /// A waiter leaves the line behind `key`'s holder without its turn (its deadline
+    /// passed, it was cancelled). Returns a lock passed to it in the meantime, which
+    /// it now holds; a turn to go to Redis it did not use goes to the next waiter.
+    pub(crate) fn leave_line(
+        &self,
+        key: &LockKey,
+        mut turn: oneshot::Receiver<Turn>,
+    ) -> Option<Passed> {
+        // After `close`, a send either happened before (and `try_recv` sees it) or
+        // fails, and the holder keeps the lock: no word is lost in between.
+        turn.close();
+        match turn.try_recv().ok()? {
+            Turn::Yours { fence, sent } => Some(Passed { fence, sent }),
+            Turn::TryRedis => {
+                self.settle(key.as_str(), |_| {});
+                None
+            }
+        }
     }
 
     /// Applies `change` to `key`'s entry, then keeps the process competing (a local
@@ -197,5 +219,217 @@ impl Drop for RedisWaiter {
         self.locks.settle(&self.key, |local| {
             local.in_redis = local.in_redis.saturating_sub(1);
         });
+    }
+}
+
+/// Every interleaving of a holder, two local waiters (each either taking its turn or
+/// leaving, as a cancelled or timed-out waiter does) and a task waiting in Redis,
+/// each run from scratch against the real `LocalLocks` and oneshot channels, the way
+/// tokio's loom tests check its sync primitives. The holder's release mirrors
+/// `ReleaseOnDrop::pass_locally` with a store whose pass always succeeds.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::Prefix;
+
+    #[derive(Clone, Copy, Debug)]
+    enum Step {
+        /// The holder releases: passes to the next local waiter, or lets go.
+        Release,
+        /// Waiter `i` queues behind the local holder (or goes to Redis).
+        Queue(usize),
+        /// Waiter `i` takes its turn if told, else gives up.
+        Take(usize),
+        /// Waiter `i` leaves the line (deadline, cancellation).
+        Leave(usize),
+        /// A task of this process starts / stops waiting through Redis.
+        RedisStart,
+        RedisStop,
+    }
+
+    #[derive(Default)]
+    struct World {
+        turns: [Option<oneshot::Receiver<Turn>>; 2],
+        /// Who holds the lock: `Some(None)` the first holder, `Some(Some(i))` waiter i.
+        holder: Option<Option<usize>>,
+        /// The waiter a pass was sent to and not yet read.
+        in_flight: Option<usize>,
+        redis_waiter: Option<RedisWaiter>,
+    }
+
+    struct Model {
+        locks: LocalLocks,
+        key: LockKey,
+        owners: [OwnerToken; 2],
+        world: World,
+    }
+
+    impl Model {
+        fn new() -> Self {
+            let locks = LocalLocks::default();
+            let key = LockKey::new(&Prefix::default(), "model").unwrap();
+            locks.mark_held(&key);
+            let world = World {
+                holder: Some(None),
+                ..World::default()
+            };
+            let owners = [
+                OwnerToken::generate().unwrap(),
+                OwnerToken::generate().unwrap(),
+            ];
+            Model {
+                locks,
+                key,
+                owners,
+                world,
+            }
+        }
+
+        /// The lock becomes waiter `i`'s (or, for `None`, a Redis acquisition's).
+        fn take(&mut self, who: Option<usize>) {
+            let world = &self.world;
+            assert!(
+                world.holder.is_none(),
+                "two holders: {:?} and {who:?}",
+                world.holder
+            );
+            assert!(
+                world.in_flight.is_none(),
+                "{who:?} took a lock passed to another"
+            );
+            self.world.holder = Some(who);
+        }
+
+        /// The current holder releases, as `ReleaseOnDrop::pass_locally` does.
+        fn release(&mut self) {
+            self.world.holder = None;
+            while let Some(next) = self.locks.next_waiter(&self.key) {
+                let i = self.owners.iter().position(|o| *o == next.owner).unwrap();
+                let turn = Turn::Yours {
+                    fence: 1,
+                    sent: Instant::now(),
+                };
+                if next.tell(turn).is_ok() {
+                    self.world.in_flight = Some(i);
+                    return;
+                }
+            }
+            self.locks.released(&self.key);
+        }
+
+        /// A waiter sent to Redis takes the lock there (the model has no other process)
+        /// and releases it at once.
+        fn through_redis(&mut self) {
+            let counted = self.locks.redis_waiter(&self.key);
+            self.take(None);
+            self.locks.mark_held(&self.key);
+            drop(counted);
+            self.release();
+        }
+
+        /// Waiter `i` holds a lock passed to it, and releases it at once.
+        fn passed(&mut self, i: usize) {
+            assert_eq!(self.world.in_flight.take(), Some(i), "a pass nobody sent");
+            self.take(Some(i));
+            self.release();
+        }
+
+        fn run(&mut self, step: Step) {
+            match step {
+                Step::Release => {
+                    assert_eq!(self.world.holder, Some(None));
+                    self.release();
+                }
+                Step::Queue(i) => {
+                    let ttl = Ttl::DEFAULT;
+                    match self
+                        .locks
+                        .wait_behind_holder(&self.key, &self.owners[i], ttl)
+                    {
+                        Some(turn) => self.world.turns[i] = Some(turn),
+                        None => self.through_redis(),
+                    }
+                }
+                Step::Take(i) => {
+                    let Some(mut turn) = self.world.turns[i].take() else {
+                        return;
+                    };
+                    match turn.try_recv() {
+                        Ok(Turn::Yours { .. }) => self.passed(i),
+                        Ok(Turn::TryRedis) | Err(oneshot::error::TryRecvError::Closed) => {
+                            self.through_redis()
+                        }
+                        // Not told yet: it gives up, as at its deadline.
+                        Err(oneshot::error::TryRecvError::Empty) => self.leave(i, turn),
+                    }
+                }
+                Step::Leave(i) => {
+                    if let Some(turn) = self.world.turns[i].take() {
+                        self.leave(i, turn);
+                    }
+                }
+                Step::RedisStart => {
+                    self.world.redis_waiter = Some(self.locks.redis_waiter(&self.key))
+                }
+                Step::RedisStop => self.world.redis_waiter = None,
+            }
+        }
+
+        fn leave(&mut self, i: usize, turn: oneshot::Receiver<Turn>) {
+            if self.locks.leave_line(&self.key, turn).is_some() {
+                self.passed(i);
+            }
+        }
+    }
+
+    /// Every way to interleave `actors`' step sequences, keeping each one's order.
+    fn interleavings(actors: &[Vec<Step>]) -> Vec<Vec<Step>> {
+        if actors.iter().all(Vec::is_empty) {
+            return vec![Vec::new()];
+        }
+        let mut all = Vec::new();
+        for (a, steps) in actors.iter().enumerate().filter(|(_, s)| !s.is_empty()) {
+            let mut rest = actors.to_vec();
+            rest[a] = steps[1..].to_vec();
+            for mut tail in interleavings(&rest) {
+                tail.insert(0, steps[0]);
+                all.push(tail);
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn no_interleaving_loses_a_pass_strands_a_waiter_or_leaves_a_ghost_holder() {
+        let mut runs = 0;
+        for finish in [
+            [Step::Take(0), Step::Take(1)],
+            [Step::Take(0), Step::Leave(1)],
+            [Step::Leave(0), Step::Take(1)],
+            [Step::Leave(0), Step::Leave(1)],
+        ] {
+            let actors = vec![
+                vec![Step::Release],
+                vec![Step::Queue(0), finish[0]],
+                vec![Step::Queue(1), finish[1]],
+                vec![Step::RedisStart, Step::RedisStop],
+            ];
+            for schedule in interleavings(&actors) {
+                let mut model = Model::new();
+                for step in &schedule {
+                    model.run(*step);
+                }
+                let world = &model.world;
+                assert_eq!(world.holder, None, "{schedule:?}: still held");
+                assert_eq!(world.in_flight, None, "{schedule:?}: a pass was lost");
+                assert!(
+                    model.locks.is_forgotten(&model.key),
+                    "{schedule:?}: state left behind: {:?}",
+                    model.locks
+                );
+                runs += 1;
+            }
+        }
+        assert_eq!(runs, 4 * 630);
     }
 }

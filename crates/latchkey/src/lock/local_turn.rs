@@ -7,21 +7,13 @@
 //! released (or passed on to the next local waiter), and a turn to go to Redis goes
 //! to the next local waiter. Nothing is left held by nobody.
 
-use std::time::Instant;
-
 use tokio::sync::oneshot;
 
-use super::local::{LocalLocks, Turn};
+use super::local::{LocalLocks, Passed, Turn};
 use super::release_on_drop::ReleaseOnDrop;
 use crate::key::LockKey;
 use crate::store::LockStore;
 use crate::token::OwnerToken;
-
-/// A lock passed to a local waiter: its fencing token and when the pass was sent.
-pub(crate) struct Passed {
-    pub(crate) fence: u64,
-    pub(crate) sent: Instant,
-}
 
 /// A place in the local line; see the module docs for what dropping it does.
 pub(crate) struct LocalTurn<S: LockStore> {
@@ -60,20 +52,10 @@ impl<S: LockStore> LocalTurn<S> {
     }
 
     /// Leaves the line: no word can arrive after this. Returns a lock passed to us in
-    /// the meantime, which the caller now holds; an unused turn to go to Redis is
-    /// handed to the next local waiter.
+    /// the meantime, which the caller now holds.
     pub(crate) fn leave(&mut self) -> Option<Passed> {
-        let mut turn = self.turn.take()?;
-        // After `close`, a send either happened before (and `try_recv` sees it) or fails
-        // and the holder keeps the lock: no word is lost in between.
-        turn.close();
-        match turn.try_recv().ok()? {
-            Turn::Yours { fence, sent } => Some(Passed { fence, sent }),
-            Turn::TryRedis => {
-                self.local.turn_unused(&self.key);
-                None
-            }
-        }
+        let turn = self.turn.take()?;
+        self.local.leave_line(&self.key, turn)
     }
 }
 

@@ -20,8 +20,8 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::backoff::Backoff;
-use super::local::{LocalLocks, Turn};
-use super::local_turn::{LocalTurn, Passed};
+use super::local::{LocalLocks, Passed, Turn};
+use super::local_turn::LocalTurn;
 use super::release_on_drop::{HoldState, ReleaseOnDrop};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
