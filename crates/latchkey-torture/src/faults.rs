@@ -37,8 +37,9 @@ pub enum Fault {
     RestartFromSnapshot,
     /// Kill the lock server and restart it at once from its append-only file.
     RestartFromAof,
-    /// Kill the primary, promote the replica, move the proxy to it; the old primary
-    /// comes back empty as the new replica.
+    /// Promote the replica, 0–300 ms later kill the primary (the replica misses the
+    /// writes of that time), move the proxy to the new primary; the old one comes
+    /// back empty as the new replica.
     Failover,
     /// Every connection stops forwarding for three leases, then resumes (half the
     /// time followed by a reset).
@@ -143,7 +144,10 @@ pub async fn inject(
         Fault::RestartFromSnapshot => servers.restart(Restart::Snapshot).await?,
         Fault::RestartFromAof => servers.restart(Restart::Aof).await?,
         Fault::Snapshot => tokio::task::block_in_place(|| servers.primary().save())?,
-        Fault::Failover => servers.fail_over().await?,
+        Fault::Failover => {
+            let lag = Duration::from_millis(rng.random_range(0..=300));
+            servers.fail_over(lag).await?
+        }
         Fault::ClientKill => client_kill(servers),
         Fault::StallNetwork => {
             servers.proxy().stall_all();

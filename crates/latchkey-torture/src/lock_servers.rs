@@ -62,14 +62,18 @@ impl LockServers {
 
     /// Kills the primary, promotes the replica, points the proxy at it and resets
     /// every connection (as a virtual IP moving would); then the old primary comes
-    /// back empty as the new one's replica. Writes the replica had not received yet
-    /// are gone.
-    pub async fn fail_over(&mut self) -> io::Result<()> {
+    /// back empty as the new one's replica. The replica is promoted `lag` before the
+    /// kill, so it misses the writes the primary took meanwhile, as a replica behind
+    /// would (a frozen replica would not: the writes wait in its socket buffer).
+    pub async fn fail_over(&mut self, lag: Duration) -> io::Result<()> {
         tokio::task::block_in_place(|| {
             // A replica still resyncing after a restart could not be promoted.
             self.replica.replicate(&self.primary)?;
+            self.replica.promote()
+        })?;
+        tokio::time::sleep(lag).await;
+        tokio::task::block_in_place(|| {
             self.primary.kill()?;
-            self.replica.promote()?;
             std::mem::swap(&mut self.primary, &mut self.replica);
             self.primary_port
                 .store(self.primary.port(), Ordering::Relaxed);

@@ -5,10 +5,12 @@
 //!
 //! - its guard's release returning (a release, even an aborted one, frees the lock
 //!   at once: in the release itself or in the guard's drop);
-//! - one lease after that, if a fault hit Redis or the network within a lease around
-//!   the release (the release may not have reached Redis; nothing renews the lease
-//!   any more, so it runs out, and a restart may bring back a key released after
-//!   the snapshot it loads);
+//! - the longest expiry latchkey sets (the waiter lease, which a handover to a
+//!   waiter gets) after that, if a fault hit Redis or the network from a lease before
+//!   the release to a waiter lease after the fault ended: the release may not have
+//!   reached Redis (nothing renews the lease any more, so it runs out), and a restart
+//!   or failover may bring back a key, with the expiry it had, that was released
+//!   after the snapshot it loads or the last write the replica received;
 //! - one lease after its process was killed (nothing renews it any more);
 //! - for a token no guard ever had (a grant whose caller was cancelled or killed
 //!   before `lock()` returned, or a handover to a waiter that gave up or froze): the
@@ -104,11 +106,11 @@ fn released_orphan(history: &History, hold: &Hold, run: &HoldRun) -> Option<Orph
     if run.last_us <= gone {
         return None;
     }
-    let ttl = history.facts.ttl_us;
+    let facts = &history.facts;
     let deadline_us = match &hold.end {
-        Some(_) if fault_near(history, gone) => gone + ttl,
+        Some(_) if fault_near(history, gone) => gone + facts.ttl_us.max(facts.waiter_lease_us),
         Some(_) => gone,
-        None => gone + ttl,
+        None => gone + facts.ttl_us,
     };
     Some(Orphan {
         since_us: gone.max(run.first_us),
@@ -180,18 +182,19 @@ mod tests {
     }
 
     #[test]
-    fn a_network_fault_at_the_release_allows_a_lease() {
+    fn a_fault_at_the_release_allows_the_longest_lease() {
         let mut facts = facts();
         facts.faults.push(FaultWindow {
-            fault: Fault::StallNetwork,
+            fault: Fault::Failover,
             from_us: 90_000,
             to_us: 990_000,
             worker: None,
         });
-        let v = after_release(facts.clone(), 100_000 + TTL);
+        let lease = facts.waiter_lease_us;
+        let v = after_release(facts.clone(), 100_000 + lease);
         assert!(v.violations.is_empty(), "{:?}", v.examples);
         // Renewed by someone past the lease: no fault explains that.
-        let v = after_release(facts, 100_000 + TTL + 2 * ORPHAN_SLACK_US);
+        let v = after_release(facts, 100_000 + lease + 2 * ORPHAN_SLACK_US);
         assert_eq!(v.violations[&Property::Orphan], 1);
     }
 
