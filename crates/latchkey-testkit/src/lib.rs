@@ -283,6 +283,8 @@ impl RedisServer {
             true => writeln!(file, "appendonly yes\nappendfsync everysec")?,
             false => writeln!(file, "appendonly no")?,
         }
+        // A replica's full sync starts at once instead of waiting 5 s for others.
+        writeln!(file, "repl-diskless-sync-delay 0")?;
         writeln!(file, "daemonize no")?;
         writeln!(file, "protected-mode no")?;
         writeln!(file, "dir {}", self.dir.display())?;

@@ -1,17 +1,21 @@
-//! The faults: chosen at random from a printed seed, injected into real processes.
+//! The faults: chosen at random from a printed seed, injected into real processes
+//! and the network between them.
 
+use std::io;
 use std::time::Duration;
 
-use latchkey_testkit::RedisServer;
+use latchkey_testkit::{NewConnections, Restart};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rand::Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::lock_servers::LockServers;
+use crate::record::now_us;
 use crate::workers::Workers;
 
 /// A kind of fault.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fault {
     /// SIGKILL a worker and start a new one in its slot.
@@ -27,85 +31,167 @@ pub enum Fault {
     RestartRedisNow,
     /// CLIENT KILL every worker connection (commands and subscribers).
     ClientKill,
+    /// SAVE a snapshot, so a later snapshot restart brings back older state.
+    Snapshot,
+    /// Kill the lock server and restart it at once from its last snapshot.
+    RestartFromSnapshot,
+    /// Kill the lock server and restart it at once from its append-only file.
+    RestartFromAof,
+    /// Promote the replica, 0–300 ms later kill the primary (the replica misses the
+    /// writes of that time), move the proxy to the new primary; the old one comes
+    /// back empty as the new replica.
+    Failover,
+    /// Every connection stops forwarding for three leases, then resumes (half the
+    /// time followed by a reset).
+    StallNetwork,
+    /// New connections are black-holed and existing ones reset, for three leases.
+    BlackHole,
+    /// 20–150 ms more each way, for three leases.
+    Latency,
+    /// Every connection closed with a TCP RST.
+    ResetConnections,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 14] = [
         Fault::KillWorker,
         Fault::PauseWorker,
         Fault::PauseRedis,
         Fault::RestartRedisLate,
         Fault::RestartRedisNow,
         Fault::ClientKill,
+        Fault::Snapshot,
+        Fault::RestartFromSnapshot,
+        Fault::RestartFromAof,
+        Fault::Failover,
+        Fault::StallNetwork,
+        Fault::BlackHole,
+        Fault::Latency,
+        Fault::ResetConnections,
     ];
 
     pub fn pick(rng: &mut impl Rng) -> Fault {
         Fault::ALL[rng.random_range(0..Fault::ALL.len())]
     }
+
+    /// Whether the lock server may forget grants it made: leases believed by their
+    /// holders are then no longer known to Redis. AOF restarts count too, though a
+    /// SIGKILL loses nothing the OS had been handed (a machine crash would lose up
+    /// to a second).
+    pub fn forgets(self) -> bool {
+        matches!(
+            self,
+            Fault::RestartRedisNow
+                | Fault::RestartFromSnapshot
+                | Fault::RestartFromAof
+                | Fault::Failover
+        )
+    }
+
+    /// Whether it hits the lock server or the network to it (rather than a worker
+    /// process, or nothing at once, as a snapshot).
+    pub fn hits_redis(self) -> bool {
+        !matches!(
+            self,
+            Fault::KillWorker | Fault::PauseWorker | Fault::Snapshot
+        )
+    }
 }
 
-/// A window of time (wall µs) during which Redis held nothing it had granted, as
-/// after an immediate empty restart: overlaps there are counted apart.
-pub type Amnesia = (u64, u64);
+/// A fault as it happened: when (wall µs) and, for worker faults, which slot.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FaultWindow {
+    pub fault: Fault,
+    pub from_us: u64,
+    pub to_us: u64,
+    pub worker: Option<usize>,
+}
 
-/// Injects `fault`; returns the amnesia window it opened, if any.
+/// Injects `fault` and waits until it is over.
 pub async fn inject(
     fault: Fault,
     ttl: Duration,
-    lock_server: &mut RedisServer,
+    servers: &mut LockServers,
     workers: &mut Workers,
     rng: &mut impl Rng,
-) -> Option<Amnesia> {
+) -> io::Result<FaultWindow> {
     let long = ttl * 3;
+    let from_us = now_us();
+    let mut worker = None;
     match fault {
-        Fault::KillWorker => workers.kill_one(rng).await,
+        Fault::KillWorker => worker = Some(workers.kill_one(rng).await),
         Fault::PauseWorker => {
-            if let Some(pid) = workers.pick(rng) {
-                let pid = Pid::from_raw(pid as i32);
+            let (slot, pid) = workers.pick(rng);
+            worker = Some(slot);
+            if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
+                let pid = Pid::from_raw(pid);
                 let _ = kill(pid, Signal::SIGSTOP);
                 tokio::time::sleep(long).await;
                 let _ = kill(pid, Signal::SIGCONT);
             }
         }
         Fault::PauseRedis => {
-            let _ = lock_server.pause();
+            servers.primary().pause()?;
             tokio::time::sleep(long).await;
-            let _ = lock_server.resume();
+            servers.primary().resume()?;
         }
         Fault::RestartRedisLate => {
-            let _ = lock_server.kill();
+            servers.primary().kill()?;
             tokio::time::sleep(long).await;
-            restart(lock_server).await;
+            servers.restart(Restart::Empty).await?;
         }
-        Fault::RestartRedisNow => {
-            let from = crate::record::now_us();
-            let _ = lock_server.kill();
-            restart(lock_server).await;
-            // Leases granted before the restart may still be believed for a lease.
-            let until = crate::record::now_us() + u64::try_from(ttl.as_micros()).unwrap_or(0) * 3;
-            return Some((from, until));
+        Fault::RestartRedisNow => servers.restart(Restart::Empty).await?,
+        Fault::RestartFromSnapshot => servers.restart(Restart::Snapshot).await?,
+        Fault::RestartFromAof => servers.restart(Restart::Aof).await?,
+        Fault::Snapshot => tokio::task::block_in_place(|| servers.primary().save())?,
+        Fault::Failover => {
+            let lag = Duration::from_millis(rng.random_range(0..=300));
+            servers.fail_over(lag).await?
         }
-        Fault::ClientKill => {
-            if let Ok(mut admin) = lock_server.connection() {
-                for kind in ["normal", "pubsub"] {
-                    let _: redis::RedisResult<u64> = redis::cmd("CLIENT")
-                        .arg("KILL")
-                        .arg("TYPE")
-                        .arg(kind)
-                        .query(&mut admin);
-                }
+        Fault::ClientKill => client_kill(servers),
+        Fault::StallNetwork => {
+            servers.proxy().stall_all();
+            tokio::time::sleep(long).await;
+            servers.proxy().resume_all();
+            if rng.random_bool(0.5) {
+                servers.proxy().reset_all();
             }
         }
+        Fault::BlackHole => {
+            servers
+                .proxy()
+                .set_new_connections(NewConnections::BlackHole);
+            servers.proxy().reset_all();
+            tokio::time::sleep(long).await;
+            servers.proxy().set_new_connections(NewConnections::Forward);
+        }
+        Fault::Latency => {
+            let mut delay = || Duration::from_millis(rng.random_range(20..=150));
+            servers.proxy().set_latency(delay(), delay());
+            tokio::time::sleep(long).await;
+            servers.proxy().set_latency(Duration::ZERO, Duration::ZERO);
+        }
+        Fault::ResetConnections => servers.proxy().reset_all(),
     }
-    None
+    Ok(FaultWindow {
+        fault,
+        from_us,
+        to_us: now_us(),
+        worker,
+    })
 }
 
-async fn restart(server: &mut RedisServer) {
-    for _ in 0..20 {
-        if server.restart().is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+/// CLIENT KILL every normal and pub/sub connection of the primary (the workers',
+/// through the proxy, and the sampler's); the admin connection is spared.
+fn client_kill(servers: &mut LockServers) {
+    let Ok(mut admin) = servers.primary().connection() else {
+        return;
+    };
+    for kind in ["normal", "pubsub"] {
+        let _: redis::RedisResult<u64> = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg(kind)
+            .query(&mut admin);
     }
-    panic!("the lock server would not restart");
 }

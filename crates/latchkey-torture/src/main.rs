@@ -1,29 +1,38 @@
-//! `latchkey-torture`: runs worker processes through crashes, pauses and Redis
-//! failures, then checks from their logs and a fenced resource that mutual exclusion
-//! and fencing held. Exit status 1 on any violation.
+//! `latchkey-torture`: runs worker processes through crashes, pauses, Redis restarts
+//! and failovers, and network faults through a proxy it owns, then checks from their
+//! logs, samples of the lock keys and a fenced resource that every promise held.
+//! Exit status 1 on any violation.
 
+mod attempt;
 mod checker;
 mod faults;
+mod history;
+mod lock_servers;
 mod record;
+mod report;
+mod sampler;
 mod worker;
 mod workers;
 
-use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use latchkey_testkit::RedisServer;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
 
 use crate::faults::Fault;
+use crate::history::{History, RunFacts};
+use crate::lock_servers::LockServers;
+use crate::record::{micros, now_us};
+use crate::sampler::Sampler;
 use crate::workers::Workers;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "latchkey-torture",
-    about = "Mutual exclusion and fencing under crashes, pauses and Redis failures"
+    about = "Mutual exclusion, fencing, bounded waits, liveness and no orphan holds under crashes, pauses, Redis restarts, failovers and network faults"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -37,6 +46,14 @@ enum Command {
     /// One worker process (started by the run itself).
     #[command(hide = true)]
     Worker(WorkerArgs),
+    /// Checks a run kept after a violation again (e.g. after changing the checker).
+    Check {
+        /// The run's directory, as printed at its end.
+        dir: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Options of a run.
@@ -45,6 +62,9 @@ pub struct RunArgs {
     /// How long to inject faults (e.g. 60s, 30m).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     duration: Duration,
+    /// How long to run on without faults afterwards, for the liveness check (0s: none).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    quiet: Duration,
     /// The seed of the fault schedule; printed at start. Random when omitted.
     #[arg(long)]
     seed: Option<u64>,
@@ -85,15 +105,7 @@ pub struct WorkerArgs {
     #[arg(long, value_parser = humantime::parse_duration)]
     ttl: Duration,
     #[arg(long)]
-    log: std::path::PathBuf,
-}
-
-#[derive(Serialize)]
-struct Report {
-    seed: u64,
-    duration_s: u64,
-    faults: BTreeMap<String, usize>,
-    verdict: checker::Verdict,
+    log: PathBuf,
 }
 
 fn main() -> ExitCode {
@@ -105,71 +117,82 @@ fn main() -> ExitCode {
             return ExitCode::from(70);
         }
     };
-    match cli.command {
+    let outcome = match cli.command {
         Some(Command::Worker(args)) => {
             runtime.block_on(worker::run(args));
-            ExitCode::SUCCESS
+            return ExitCode::SUCCESS;
         }
-        None => runtime
-            .block_on(torture(cli.run))
-            .unwrap_or_else(|message| {
-                eprintln!("latchkey-torture: {message}");
-                ExitCode::from(69)
-            }),
-    }
+        Some(Command::Check { dir, json }) => check(&dir, json),
+        None => runtime.block_on(torture(cli.run)),
+    };
+    outcome.unwrap_or_else(|message| {
+        eprintln!("latchkey-torture: {message}");
+        ExitCode::from(69)
+    })
 }
 
 async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
     let seed = *args.seed.get_or_insert_with(rand::random);
     println!("seed {seed} (repeat with --seed {seed})");
-    let start = || tokio::task::spawn_blocking(RedisServer::start);
-    let mut lock_server = start()
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    let resource = start()
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    let dir = tempfile_dir()?;
-    let mut workers = Workers::start(&args, dir.clone(), lock_server.url(), resource.url())
-        .map_err(|e| e.to_string())?;
+    let mut servers = tokio::task::block_in_place(LockServers::start)
+        .map_err(|e| format!("starting the lock servers: {e}"))?;
+    let resource = tokio::task::block_in_place(RedisServer::start)
+        .map_err(|e| format!("starting the resource server: {e}"))?;
+    let dir = run_dir()?;
+    let mut workers = Workers::start(&args, dir.clone(), servers.url(), resource.url())
+        .map_err(|e| format!("starting the workers: {e}"))?;
+    let locks: Vec<String> = (0..args.locks).map(|l| format!("torture:{l}")).collect();
+    let sampler = Sampler::start(servers.primary_port(), locks.clone());
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut faults: BTreeMap<String, usize> = BTreeMap::new();
-    let mut amnesia = Vec::new();
-    let progress = indicatif::ProgressBar::new(args.duration.as_secs().max(1));
+    let mut faults = Vec::new();
+    let progress = indicatif::ProgressBar::new((args.duration + args.quiet).as_secs().max(1));
     let started = Instant::now();
     while started.elapsed() < args.duration {
         tokio::time::sleep(Duration::from_millis(rng.random_range(300..1200))).await;
         let fault = Fault::pick(&mut rng);
         progress.set_message(format!("{fault:?}"));
-        amnesia.extend(
-            faults::inject(fault, args.ttl, &mut lock_server, &mut workers, &mut rng).await,
-        );
-        *faults.entry(format!("{fault:?}")).or_default() += 1;
+        let window = faults::inject(fault, args.ttl, &mut servers, &mut workers, &mut rng)
+            .await
+            .map_err(|e| format!("injecting {fault:?}: {e}"))?;
+        faults.push(window);
         progress.set_position(started.elapsed().as_secs());
     }
+    progress.set_message("quiet");
+    let quiet_from = now_us();
+    tokio::time::sleep(args.quiet).await;
+    let quiet = (quiet_from, now_us());
     progress.finish_and_clear();
-    let killed_at_stop = workers.stop(args.ttl * 4 + Duration::from_secs(3)).await;
-    let mut logs = workers.logs();
-    for (path, killed) in &mut logs {
-        let slot_killed = killed_at_stop
-            .iter()
-            .any(|w| path.to_string_lossy().contains(&format!("worker-{w}-")));
-        *killed |= slot_killed;
-    }
-    let accepted = accepted_tokens(&resource, args.locks)?;
-    let verdict = checker::check(&logs, &accepted, &amnesia);
-    let report = Report {
+    workers.stop(args.ttl * 4 + Duration::from_secs(3)).await;
+
+    let facts = RunFacts {
         seed,
         duration_s: started.elapsed().as_secs(),
+        ttl_us: micros(args.ttl),
+        waiter_lease_us: micros(worker::WAITER_LEASE),
+        quiet,
         faults,
-        verdict,
+        incarnations: workers.incarnations().to_vec(),
+        samples: sampler.stop().await,
+        accepted: accepted_tokens(&resource, &locks)?,
+        locks,
     };
-    print_report(&report, args.json);
-    if report.verdict.violations.is_empty() {
+    facts
+        .save(&dir)
+        .map_err(|e| format!("saving the run: {e}"))?;
+    let status = check(&dir, args.json)?;
+    if status == ExitCode::SUCCESS {
         let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(status)
+}
+
+/// Reads the run in `dir`, checks it and prints the report; keeps the logs on failure.
+fn check(dir: &Path, json: bool) -> Result<ExitCode, String> {
+    let history = History::load(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+    let verdict = checker::check(&history);
+    report::print(&history.facts, &verdict, json);
+    if verdict.violation_count() == 0 {
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!("logs kept in {}", dir.display());
@@ -178,56 +201,21 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
 
 fn accepted_tokens(
     resource: &RedisServer,
-    locks: usize,
-) -> Result<std::collections::HashMap<String, Vec<u64>>, String> {
+    locks: &[String],
+) -> Result<std::collections::BTreeMap<String, Vec<u64>>, String> {
     let mut conn = resource.connection().map_err(|e| e.to_string())?;
-    let mut accepted = std::collections::HashMap::new();
-    for lock in 0..locks {
-        let name = format!("torture:{lock}");
+    let mut accepted = std::collections::BTreeMap::new();
+    for lock in locks {
         let tokens: Vec<u64> =
-            redis::Commands::lrange(&mut conn, format!("resource:{name}:accepted"), 0, -1)
+            redis::Commands::lrange(&mut conn, format!("resource:{lock}:accepted"), 0, -1)
                 .map_err(|e| e.to_string())?;
-        accepted.insert(name, tokens);
+        accepted.insert(lock.clone(), tokens);
     }
     Ok(accepted)
 }
 
-fn tempfile_dir() -> Result<std::path::PathBuf, String> {
+fn run_dir() -> Result<PathBuf, String> {
     let dir = std::env::temp_dir().join(format!("latchkey-torture-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     Ok(dir)
-}
-
-fn print_report(report: &Report, json: bool) {
-    if json {
-        println!("{}", serde_json::to_string(report).unwrap_or_default());
-        return;
-    }
-    let v = &report.verdict;
-    println!("ran {} s with seed {}", report.duration_s, report.seed);
-    println!(
-        "faults: {}",
-        report
-            .faults
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    println!(
-        "acquisitions {} (released {}, expired or lost {}, holder killed {})",
-        v.acquisitions, v.released, v.expired_or_lost, v.killed_mid_section
-    );
-    println!(
-        "fenced writes accepted {}, rejected {}",
-        v.writes_accepted, v.writes_rejected
-    );
-    println!(
-        "wall-clock overlaps caught by fencing {}; overlaps after an immediate empty restart {}",
-        v.overlaps_caught_by_fencing, v.overlaps_after_amnesia
-    );
-    println!("violations {}", v.violations.len());
-    for violation in v.violations.iter().take(20) {
-        println!("  {violation}");
-    }
 }

@@ -8,11 +8,27 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Record {
+    /// An acquisition attempt ended, however it ended.
+    Attempt {
+        holder: Holder,
+        lock: String,
+        mode: Mode,
+        /// When the attempt began and when the caller had its answer (or gave up).
+        start_us: u64,
+        end_us: u64,
+        /// The wait asked of `lock_timeout`, if the attempt used it.
+        timeout_us: Option<u64>,
+        outcome: Outcome,
+    },
     /// `lock()` returned: the holder knows it holds the lock from `at_us` on.
     Acquired {
         holder: Holder,
         lock: String,
+        /// The owner token the lock key holds for this holder.
+        owner: String,
         fence: u64,
+        /// When the attempt that won began (the grant happened after it).
+        attempt_start_us: u64,
         at_us: u64,
     },
     /// The critical section ended and the guard was released.
@@ -20,16 +36,19 @@ pub enum Record {
         holder: Holder,
         lock: String,
         fence: u64,
-        /// When `lock()` returned.
-        acquired_us: u64,
         /// The critical section, by the wall clock.
         section: (u64, u64),
         /// Until when the lease surely lasted, by the holder's clock.
         valid_until_us: u64,
         /// When the release was sent.
         release_us: u64,
-        /// What the release said (`None`: it failed).
+        /// When it returned (or was aborted, for [`Mode::AbortRelease`]).
+        release_end_us: u64,
+        /// What the release said (`None`: it failed or was aborted).
         released: Option<bool>,
+        /// Whether the release was aborted before it answered.
+        #[serde(default)]
+        release_aborted: bool,
         /// Whether the guard's `lost` signal had fired by then.
         lost: bool,
         /// The fenced write: accepted, rejected, or failed (`None`).
@@ -37,7 +56,37 @@ pub enum Record {
     },
 }
 
-/// Who held a lock: worker slot, incarnation (restarts), task, acquisition number.
+/// How a worker asks for a lock, and where it cancels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// `lock_timeout(d)`, `d` from 5 ms to 2 s.
+    Timeout,
+    /// `lock()` raced against a 1–50 ms timer; the future is dropped if the timer wins.
+    Select,
+    /// `lock()` in a spawned task, aborted at a random moment.
+    Abort,
+    /// `lock_timeout(2 s)`; the release then runs in a spawned task aborted a few µs
+    /// to ms later (the guard's drop must still free the lock).
+    AbortRelease,
+}
+
+/// How an attempt ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    Acquired,
+    /// Still held when the wait ran out.
+    Busy,
+    /// The library reported an error (its kind).
+    Error {
+        error: String,
+    },
+    /// The worker dropped or aborted the attempt before it answered.
+    Cancelled,
+}
+
+/// Who held a lock: worker slot, incarnation (restarts), task, attempt number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Holder {
     pub worker: usize,
@@ -58,7 +107,12 @@ pub fn wall_us(instant: Instant) -> u64 {
     let now = Instant::now();
     let wall = now_us();
     match instant.checked_duration_since(now) {
-        Some(ahead) => wall + u64::try_from(ahead.as_micros()).unwrap_or(0),
-        None => wall.saturating_sub(u64::try_from((now - instant).as_micros()).unwrap_or(0)),
+        Some(ahead) => wall + micros(ahead),
+        None => wall.saturating_sub(micros(now - instant)),
     }
+}
+
+/// A duration in µs, saturating.
+pub fn micros(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }

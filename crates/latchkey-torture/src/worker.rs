@@ -1,55 +1,67 @@
 //! A worker process: T tasks contend for a few locks, do a fenced write to the
-//! resource in each critical section, and log every acquisition.
+//! resource in each critical section, and log every attempt and acquisition.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use latchkey::{Client, Error};
+use latchkey::{Client, Mutex, MutexGuard};
+use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
 
 use crate::WorkerArgs;
-use crate::record::{Holder, Record, now_us, wall_us};
+use crate::attempt::{Attempted, attempt, release_aborted};
+use crate::record::{Holder, Mode, Outcome, Record, now_us, wall_us};
 
 /// Share of acquisitions that take a fixed lease and then outlive it, as a process
 /// stalled by a long GC pause would.
 const OUTLIVE_SHARE: f64 = 0.1;
+/// How long a queued waiter that stopped renewing keeps its place, set explicitly
+/// so the checker's bounds do not move with the library's default.
+pub const WAITER_LEASE: Duration = Duration::from_secs(1);
 
 static FENCED_WRITE: std::sync::LazyLock<redis::Script> =
     std::sync::LazyLock::new(|| redis::Script::new(include_str!("fenced_write.lua")));
 
+/// What every task of a worker shares.
+#[derive(Clone)]
+struct Shared {
+    client: Client,
+    resource: MultiplexedConnection,
+    log: Arc<StdMutex<std::fs::File>>,
+    stopping: Arc<AtomicBool>,
+    args: WorkerArgs,
+}
+
 pub async fn run(args: WorkerArgs) {
-    let client = connect(&args.lock_url).await;
-    let resource = redis::Client::open(args.resource_url.as_str())
-        .expect("resource URL")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("the resource server is never faulted");
-    let log = Arc::new(StdMutex::new(
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&args.log)
-            .expect("log file"),
-    ));
-    let stopping = Arc::new(AtomicBool::new(false));
-    let tasks: Vec<_> = (0..args.tasks)
+    let shared = Shared {
+        client: connect(&args.lock_url).await,
+        resource: redis::Client::open(args.resource_url.as_str())
+            .expect("resource URL")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("the resource server is never faulted"),
+        log: Arc::new(StdMutex::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&args.log)
+                .expect("log file"),
+        )),
+        stopping: Arc::new(AtomicBool::new(false)),
+        args,
+    };
+    let tasks: Vec<_> = (0..shared.args.tasks)
         .map(|task| {
             let holder = Holder {
-                worker: args.worker,
-                incarnation: args.incarnation,
+                worker: shared.args.worker,
+                incarnation: shared.args.incarnation,
                 task,
                 seq: 0,
             };
-            let context = (
-                client.clone(),
-                resource.clone(),
-                log.clone(),
-                stopping.clone(),
-            );
-            tokio::spawn(task_loop(context, holder, args.clone()))
+            tokio::spawn(task_loop(shared.clone(), holder))
         })
         .collect();
     // SIGTERM: finish the sections under way, log them, exit.
@@ -58,18 +70,11 @@ pub async fn run(args: WorkerArgs) {
     {
         terminate.recv().await;
     }
-    stopping.store(true, Ordering::Relaxed);
+    shared.stopping.store(true, Ordering::Relaxed);
     for task in tasks {
         let _ = task.await;
     }
 }
-
-type Context = (
-    Client,
-    MultiplexedConnection,
-    Arc<StdMutex<std::fs::File>>,
-    Arc<AtomicBool>,
-);
 
 /// Redis may be down (a restart fault) when a worker starts: keep trying.
 async fn connect(url: &str) -> Client {
@@ -81,73 +86,118 @@ async fn connect(url: &str) -> Client {
     }
 }
 
-async fn task_loop(context: Context, mut holder: Holder, args: WorkerArgs) {
-    let (client, mut resource, log, stopping) = context;
-    let seed = (args.seed ^ (holder.worker as u64) << 32)
+async fn task_loop(mut shared: Shared, mut holder: Holder) {
+    let seed = (shared.args.seed ^ (holder.worker as u64) << 32)
         ^ ((holder.incarnation as u64) << 16)
         ^ holder.task as u64;
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    while !stopping.load(Ordering::Relaxed) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    while !shared.stopping.load(Ordering::Relaxed) {
         holder.seq += 1;
-        let lock = format!("torture:{}", rng.random_range(0..args.locks));
+        let lock = format!("torture:{}", rng.random_range(0..shared.args.locks));
         let outlive = rng.random_bool(OUTLIVE_SHARE);
-        let Ok(mutex) = client.mutex(&lock) else {
+        let Some(mutex) = mutex(&shared, &lock, outlive) else {
             return;
         };
-        let mutex = match outlive {
-            true => mutex.with_ttl(args.ttl),
-            false => mutex.with_watchdog(args.ttl),
+        let start_us = now_us();
+        let Attempted {
+            mode,
+            timeout,
+            result,
+        } = attempt(&mutex, &mut rng).await;
+        let outcome = match &result {
+            Ok(_) => Outcome::Acquired,
+            Err(outcome) => outcome.clone(),
         };
-        let Ok(mutex) = mutex else { return };
-        let guard = match mutex.lock_timeout(Duration::from_secs(2)).await {
-            Ok(guard) => guard,
-            Err(Error::Busy { .. }) => continue,
-            Err(_) => {
+        let end_us = result.as_ref().map_or_else(|_| now_us(), |(_, at)| *at);
+        shared.write(&Record::Attempt {
+            holder,
+            lock: lock.clone(),
+            mode,
+            start_us,
+            end_us,
+            timeout_us: timeout.map(crate::record::micros),
+            outcome: outcome.clone(),
+        });
+        let Ok((guard, acquired_us)) = result else {
+            // After an error, do not hammer a server that is down.
+            if matches!(outcome, Outcome::Error { .. }) {
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
             }
+            continue;
         };
-        let acquired_us = now_us();
-        let fence = guard.fence();
-        write(
-            &log,
-            &Record::Acquired {
-                holder,
-                lock: lock.clone(),
-                fence,
-                at_us: acquired_us,
+        let section = Section {
+            holder,
+            lock,
+            mode,
+            attempt_start_us: start_us,
+            acquired_us,
+            hold: match outlive {
+                true => shared.args.ttl * 2,
+                false => Duration::from_millis(rng.random_range(1..20)),
             },
-        );
-        let section_start = now_us();
-        let hold = match outlive {
-            true => args.ttl * 2,
-            false => Duration::from_millis(rng.random_range(1..20)),
         };
-        tokio::time::sleep(hold).await;
-        let write_accepted = fenced_write(&mut resource, &lock, fence).await;
+        section.run(&mut shared, guard, &mut rng).await;
+    }
+}
+
+/// The lock as this acquisition wants it: renewed, or a fixed lease it will outlive.
+fn mutex(shared: &Shared, lock: &str, outlive: bool) -> Option<Mutex> {
+    let mutex = shared.client.mutex(lock).ok()?;
+    let mutex = match outlive {
+        true => mutex.with_ttl(shared.args.ttl),
+        false => mutex.with_watchdog(shared.args.ttl),
+    };
+    mutex.ok()?.with_waiter_lease(WAITER_LEASE).ok()
+}
+
+/// One critical section, from the acquisition to the end of the release.
+struct Section {
+    holder: Holder,
+    lock: String,
+    mode: Mode,
+    attempt_start_us: u64,
+    acquired_us: u64,
+    hold: Duration,
+}
+
+impl Section {
+    async fn run(self, shared: &mut Shared, guard: MutexGuard, rng: &mut StdRng) {
+        let fence = guard.fence();
+        shared.write(&Record::Acquired {
+            holder: self.holder,
+            lock: self.lock.clone(),
+            owner: guard.owner().as_str().to_owned(),
+            fence,
+            attempt_start_us: self.attempt_start_us,
+            at_us: self.acquired_us,
+        });
+        let section_start = now_us();
+        tokio::time::sleep(self.hold).await;
+        let write_accepted = fenced_write(&mut shared.resource, &self.lock, fence).await;
         let section_end = now_us();
         let valid_until = guard.valid_until();
         let lost_token = guard.lost_token();
         let release_us = now_us();
-        let released = guard.release().await.ok();
+        let (released, aborted) = match self.mode {
+            Mode::AbortRelease => release_aborted(guard, rng).await,
+            _ => (guard.release().await.ok(), false),
+        };
+        let release_end_us = now_us();
         // Lost: the signal fired, or the lease had run out by the holder's clock.
         let lost = lost_token.is_cancelled() || std::time::Instant::now() >= valid_until;
-        let valid_until_us = wall_us(valid_until);
-        write(
-            &log,
-            &Record::Ended {
-                holder,
-                lock,
-                fence,
-                acquired_us,
-                section: (section_start, section_end),
-                valid_until_us,
-                release_us,
-                released,
-                lost,
-                write_accepted,
-            },
-        );
+        shared.write(&Record::Ended {
+            holder: self.holder,
+            lock: self.lock,
+            fence,
+            section: (section_start, section_end),
+            valid_until_us: wall_us(valid_until),
+            release_us,
+            release_end_us,
+            released,
+            release_aborted: aborted,
+            lost,
+            write_accepted,
+        });
     }
 }
 
@@ -165,11 +215,13 @@ async fn fenced_write(
     accepted.ok().map(|n| n == 1)
 }
 
-fn write(log: &StdMutex<std::fs::File>, record: &Record) {
-    let Ok(line) = serde_json::to_string(record) else {
-        return;
-    };
-    if let Ok(mut file) = log.lock() {
-        let _ = writeln!(file, "{line}");
+impl Shared {
+    fn write(&self, record: &Record) {
+        let Ok(line) = serde_json::to_string(record) else {
+            return;
+        };
+        if let Ok(mut file) = self.log.lock() {
+            let _ = writeln!(file, "{line}");
+        }
     }
 }

@@ -1,15 +1,20 @@
 //! The worker processes: started as `latchkey-torture worker …`, restarted after a kill.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
 use rand::Rng;
+use serde::{Deserialize, Serialize};
 use tokio::process::{Child, Command};
 
 use crate::RunArgs;
+use crate::record::now_us;
 
 pub struct Workers {
     slots: Vec<Slot>,
+    /// Every process started, in order, with when it was killed.
+    incarnations: Vec<Incarnation>,
     dir: PathBuf,
     lock_url: String,
     resource_url: String,
@@ -21,6 +26,22 @@ struct Slot {
     incarnation: usize,
 }
 
+/// One worker process: its slot, its number in the slot, and when it was killed
+/// (by a fault, or at the end because it would not stop).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Incarnation {
+    pub worker: usize,
+    pub incarnation: usize,
+    pub killed_us: Option<u64>,
+}
+
+impl Incarnation {
+    /// Its log, in the run's directory.
+    pub fn log(&self, dir: &Path) -> PathBuf {
+        dir.join(format!("worker-{}-{}.jsonl", self.worker, self.incarnation))
+    }
+}
+
 impl Workers {
     pub fn start(
         args: &RunArgs,
@@ -30,6 +51,7 @@ impl Workers {
     ) -> std::io::Result<Self> {
         let mut workers = Workers {
             slots: Vec::new(),
+            incarnations: Vec::new(),
             dir,
             lock_url,
             resource_url,
@@ -45,8 +67,13 @@ impl Workers {
         Ok(workers)
     }
 
-    fn spawn(&self, worker: usize, incarnation: usize) -> std::io::Result<Child> {
-        Command::new(std::env::current_exe()?)
+    fn spawn(&mut self, worker: usize, incarnation: usize) -> std::io::Result<Child> {
+        let started = Incarnation {
+            worker,
+            incarnation,
+            killed_us: None,
+        };
+        let child = Command::new(std::env::current_exe()?)
             .arg("worker")
             .args([
                 "--lock-url",
@@ -70,70 +97,70 @@ impl Workers {
             .arg("--ttl")
             .arg(humantime::format_duration(self.args.ttl).to_string())
             .arg("--log")
-            .arg(self.log(worker, incarnation))
+            .arg(started.log(&self.dir))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
-            .spawn()
+            .spawn()?;
+        self.incarnations.push(started);
+        Ok(child)
     }
 
-    pub fn log(&self, worker: usize, incarnation: usize) -> PathBuf {
-        self.dir
-            .join(format!("worker-{worker}-{incarnation}.jsonl"))
+    /// Every process started so far.
+    pub fn incarnations(&self) -> &[Incarnation] {
+        &self.incarnations
     }
 
-    /// Every log written so far, with whether its process was killed mid-run.
-    pub fn logs(&self) -> Vec<(PathBuf, bool)> {
-        let mut logs = Vec::new();
-        for (worker, slot) in self.slots.iter().enumerate() {
-            for incarnation in 0..=slot.incarnation {
-                logs.push((
-                    self.log(worker, incarnation),
-                    incarnation < slot.incarnation,
-                ));
-            }
-        }
-        logs
-    }
-
-    pub fn pick(&self, rng: &mut impl Rng) -> Option<u32> {
-        let slot = self
-            .slots
-            .get(rng.random_range(0..self.slots.len().max(1)))?;
-        slot.child.id()
-    }
-
-    pub async fn kill_one(&mut self, rng: &mut impl Rng) {
+    /// A random slot and its process id (if it runs).
+    pub fn pick(&self, rng: &mut impl Rng) -> (usize, Option<u32>) {
         let worker = rng.random_range(0..self.slots.len());
-        let _ = self.slots[worker].child.kill().await;
+        (worker, self.slots[worker].child.id())
+    }
+
+    /// SIGKILLs a random worker and starts a new one in its slot; returns the slot.
+    pub async fn kill_one(&mut self, rng: &mut impl Rng) -> usize {
+        let worker = rng.random_range(0..self.slots.len());
+        self.kill(worker).await;
         let incarnation = self.slots[worker].incarnation + 1;
         if let Ok(child) = self.spawn(worker, incarnation) {
             self.slots[worker] = Slot { child, incarnation };
         }
+        worker
+    }
+
+    async fn kill(&mut self, worker: usize) {
+        let slot = &mut self.slots[worker];
+        let _ = slot.child.kill().await;
+        let killed_us = now_us();
+        let incarnation = slot.incarnation;
+        if let Some(killed) = self
+            .incarnations
+            .iter_mut()
+            .find(|i| i.worker == worker && i.incarnation == incarnation)
+        {
+            killed.killed_us = Some(killed_us);
+        }
     }
 
     /// Asks every worker to finish its critical sections and exit (SIGTERM); kills
-    /// those that do not within `grace`. Returns the slots that had to be killed.
-    pub async fn stop(&mut self, grace: std::time::Duration) -> Vec<usize> {
+    /// those that do not within `grace`.
+    pub async fn stop(&mut self, grace: Duration) {
         for slot in &self.slots {
-            if let Some(pid) = slot.child.id() {
+            if let Some(pid) = slot.child.id().and_then(|pid| i32::try_from(pid).ok()) {
                 let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::unistd::Pid::from_raw(pid),
                     nix::sys::signal::Signal::SIGTERM,
                 );
             }
         }
-        let mut killed = Vec::new();
-        for (worker, slot) in self.slots.iter_mut().enumerate() {
-            if tokio::time::timeout(grace, slot.child.wait())
+        for worker in 0..self.slots.len() {
+            if tokio::time::timeout(grace, self.slots[worker].child.wait())
                 .await
                 .is_err()
             {
-                let _ = slot.child.kill().await;
-                killed.push(worker);
+                self.kill(worker).await;
             }
         }
-        killed
     }
 }

@@ -1,0 +1,123 @@
+//! One acquisition, asked for in a mode picked at random, most of them cancelling
+//! the request somewhere: a deadline, a dropped future, an aborted task.
+
+use std::time::Duration;
+
+use latchkey::{Error, Mutex, MutexGuard};
+use rand::Rng;
+use rand::rngs::StdRng;
+
+use crate::record::{Mode, Outcome, now_us};
+
+/// The wait of an acquisition whose release is aborted, as before this harness
+/// cancelled anything.
+const PLAIN_WAIT: Duration = Duration::from_secs(2);
+
+/// What an attempt asked and got.
+pub struct Attempted {
+    pub mode: Mode,
+    pub timeout: Option<Duration>,
+    /// The guard and when `lock()` returned it, or how the attempt ended.
+    pub result: Result<(MutexGuard, u64), Outcome>,
+}
+
+/// Asks for `mutex` in a random mode.
+pub async fn attempt(mutex: &Mutex, rng: &mut StdRng) -> Attempted {
+    let mode =
+        [Mode::Timeout, Mode::Select, Mode::Abort, Mode::AbortRelease][rng.random_range(0..4)];
+    let (timeout, result) = match mode {
+        Mode::Timeout => {
+            let wait = Duration::from_millis(rng.random_range(5..=2_000));
+            (Some(wait), timed(mutex, wait).await)
+        }
+        Mode::AbortRelease => (Some(PLAIN_WAIT), timed(mutex, PLAIN_WAIT).await),
+        Mode::Select => {
+            let timer = Duration::from_millis(rng.random_range(1..=50));
+            let result = tokio::select! {
+                locked = mutex.lock() => outcome(locked),
+                () = tokio::time::sleep(timer) => Err(Outcome::Cancelled),
+            };
+            (None, result)
+        }
+        Mode::Abort => {
+            let after = Duration::from_micros(rng.random_range(0..=20_000));
+            (None, aborted(mutex, after).await)
+        }
+    };
+    Attempted {
+        mode,
+        timeout,
+        result,
+    }
+}
+
+async fn timed(mutex: &Mutex, wait: Duration) -> Result<(MutexGuard, u64), Outcome> {
+    outcome(mutex.lock_timeout(wait).await)
+}
+
+/// `lock()` in its own task, aborted `after` (unless it won first).
+async fn aborted(mutex: &Mutex, after: Duration) -> Result<(MutexGuard, u64), Outcome> {
+    let mutex = mutex.clone();
+    let task = tokio::spawn(async move { outcome(mutex.lock().await) });
+    tokio::time::sleep(after).await;
+    task.abort();
+    match task.await {
+        Ok(result) => result,
+        Err(e) if e.is_cancelled() => Err(Outcome::Cancelled),
+        Err(_) => Err(Outcome::Error {
+            error: "panic".into(),
+        }),
+    }
+}
+
+/// The library's answer, stamped with when it came.
+fn outcome(locked: latchkey::Result<MutexGuard>) -> Result<(MutexGuard, u64), Outcome> {
+    let at = now_us();
+    match locked {
+        Ok(guard) => Ok((guard, at)),
+        Err(Error::Busy { .. }) => Err(Outcome::Busy),
+        Err(error) => Err(Outcome::Error {
+            error: error_kind(&error).into(),
+        }),
+    }
+}
+
+/// Releases `guard` in a spawned task aborted a few µs to ms later: what the release
+/// answered (`None` if it failed or was aborted), and whether it was aborted. The
+/// guard's drop must free the lock either way.
+pub async fn release_aborted(guard: MutexGuard, rng: &mut StdRng) -> (Option<bool>, bool) {
+    let task = tokio::spawn(guard.release());
+    match rng.random_range(0..3) {
+        // Before the task has run at all.
+        0 => {}
+        // A few polls in: the release may be on the wire.
+        1 => {
+            for _ in 0..rng.random_range(1..=4) {
+                tokio::task::yield_now().await;
+            }
+        }
+        _ => tokio::time::sleep(Duration::from_micros(rng.random_range(1..=3_000))).await,
+    }
+    task.abort();
+    match task.await {
+        Ok(released) => (released.ok(), false),
+        Err(_) => (None, true),
+    }
+}
+
+/// A short name for an error, for the log.
+fn error_kind(error: &Error) -> &'static str {
+    match error {
+        Error::Busy { .. } => "busy",
+        Error::LeaseLost { .. } => "lease_lost",
+        Error::Unreachable { .. } => "unreachable",
+        Error::AuthFailed { .. } => "auth_failed",
+        Error::AclDenied { .. } => "acl_denied",
+        Error::WrongType { .. } => "wrong_type",
+        Error::ReadOnly { .. } => "read_only",
+        Error::InvalidArgument(_) => "invalid_argument",
+        Error::Entropy(_) => "entropy",
+        Error::Redis { .. } => "redis",
+        _ => "other",
+    }
+}

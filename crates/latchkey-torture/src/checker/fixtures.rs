@@ -1,0 +1,91 @@
+//! Small histories for the checker's tests.
+
+use super::{Verdict, check};
+use crate::history::{History, RunFacts};
+use crate::record::{Holder, Mode, Outcome, Record};
+
+/// The lease of every fixture lock, µs.
+pub const TTL: u64 = 300_000;
+
+/// A run with one lock, `l`, and no faults.
+pub fn facts() -> RunFacts {
+    RunFacts {
+        ttl_us: TTL,
+        waiter_lease_us: 1_000_000,
+        locks: vec!["l".into()],
+        ..RunFacts::default()
+    }
+}
+
+pub fn holder(worker: usize, seq: u64) -> Holder {
+    Holder {
+        worker,
+        incarnation: 0,
+        task: 0,
+        seq,
+    }
+}
+
+/// The owner token of a fixture holder.
+pub fn owner(worker: usize, seq: u64) -> String {
+    format!("w{worker}s{seq}")
+}
+
+/// `l` taken by `worker` with `fence` from `valid.0` (when its attempt started too)
+/// and released cleanly at `valid.1`: the attempt, `Acquired` and `Ended`.
+pub fn held(worker: usize, seq: u64, fence: u64, valid: (u64, u64)) -> Vec<Record> {
+    let holder = holder(worker, seq);
+    vec![
+        Record::Attempt {
+            holder,
+            lock: "l".into(),
+            mode: Mode::Select,
+            start_us: valid.0,
+            end_us: valid.0,
+            timeout_us: None,
+            outcome: Outcome::Acquired,
+        },
+        Record::Acquired {
+            holder,
+            lock: "l".into(),
+            owner: owner(worker, seq),
+            fence,
+            attempt_start_us: valid.0,
+            at_us: valid.0,
+        },
+        Record::Ended {
+            holder,
+            lock: "l".into(),
+            fence,
+            section: valid,
+            valid_until_us: valid.1,
+            release_us: valid.1,
+            release_end_us: valid.1,
+            released: Some(true),
+            release_aborted: false,
+            lost: false,
+            write_accepted: Some(true),
+        },
+    ]
+}
+
+/// A history from each process's records (and when it was killed), through the
+/// same parser as a real run's logs.
+pub fn history(facts: RunFacts, logs: &[(Option<u64>, Vec<Record>)]) -> History {
+    let texts: Vec<(Option<u64>, String)> = logs
+        .iter()
+        .map(|(killed, records)| {
+            let lines: Vec<String> = records
+                .iter()
+                .map(|r| serde_json::to_string(r).unwrap())
+                .collect();
+            (*killed, lines.join("\n"))
+        })
+        .collect();
+    History::from_logs(facts, &texts)
+}
+
+/// Checks the logs of a fault-free run of `l`.
+pub fn check_logs(logs: &[(Option<u64>, Vec<Record>)]) -> Verdict {
+    check(&history(facts(), logs))
+}

@@ -1,0 +1,144 @@
+//! After the run: did every promise hold? Each property lives in its own module,
+//! with unit tests that feed it a history violating it.
+
+mod exclusion;
+mod fences;
+#[cfg(test)]
+mod fixtures;
+mod holds;
+mod liveness;
+mod orphans;
+mod waits;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::faults::Fault;
+use crate::history::History;
+use crate::record::Mode;
+
+/// Example messages kept per property; every violation is counted.
+const EXAMPLES_PER_PROPERTY: usize = 20;
+
+/// A promise the checker holds the lock to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Property {
+    /// No two holders' valid leases overlap (outside amnesia windows).
+    Exclusion,
+    /// The fenced resource accepted strictly increasing tokens.
+    Fencing,
+    /// No fence handed out twice; a later acquisition gets a larger one.
+    Fences,
+    /// A holder whose lease ended under it heard of it.
+    LostSignal,
+    /// Every acquisition of a live worker ended.
+    Vanished,
+    /// `lock_timeout(d)` returned within `d` plus the bound.
+    BoundedWait,
+    /// Every live worker took every lock in the quiet phase.
+    Liveness,
+    /// No lock held by a token nobody holds, beyond the bound.
+    Orphan,
+}
+
+/// One broken promise.
+#[derive(Clone, Debug, Serialize)]
+pub struct Violation {
+    pub property: Property,
+    pub detail: String,
+}
+
+/// What the checker found. `violations` must be empty.
+#[derive(Debug, Default, Serialize)]
+pub struct Verdict {
+    /// Attempts by mode and outcome.
+    pub attempts: BTreeMap<Mode, BTreeMap<String, usize>>,
+    pub acquisitions: usize,
+    pub released: usize,
+    /// Releases aborted before they answered (the guard's drop frees the lock).
+    pub release_aborted: usize,
+    /// Releases that found the lease gone, or failed.
+    pub expired_or_lost: usize,
+    pub killed_mid_section: usize,
+    pub writes_accepted: usize,
+    pub writes_rejected: usize,
+    /// Holders whose critical section ran on past their lease into the next holder's,
+    /// and whose stale write fencing refused (the case Redlock's critics describe):
+    /// reported, not a violation.
+    pub overlaps_caught_by_fencing: usize,
+    /// Overlapping valid leases inside an amnesia window (nothing can prevent them;
+    /// fencing must still hold), by the fault that opened it: reported apart.
+    pub overlaps_after_amnesia: BTreeMap<Fault, usize>,
+    pub fences: fences::Stats,
+    pub waits: waits::Stats,
+    pub liveness: liveness::Stats,
+    pub orphans: orphans::Stats,
+    /// Violations by property.
+    pub violations: BTreeMap<Property, usize>,
+    /// The first few of each property.
+    pub examples: Vec<Violation>,
+}
+
+impl Verdict {
+    fn violate(&mut self, property: Property, detail: String) {
+        let count = self.violations.entry(property).or_default();
+        *count += 1;
+        if *count <= EXAMPLES_PER_PROPERTY {
+            self.examples.push(Violation { property, detail });
+        }
+    }
+
+    /// How many violations, of every property.
+    pub fn violation_count(&self) -> usize {
+        self.violations.values().sum()
+    }
+}
+
+/// Checks every promise against the history of a run.
+pub fn check(history: &History) -> Verdict {
+    let mut verdict = Verdict::default();
+    holds::check(history, &mut verdict);
+    exclusion::check(history, &mut verdict);
+    fences::check(history, &mut verdict);
+    waits::check(history, &mut verdict);
+    liveness::check(history, &mut verdict);
+    orphans::check(history, &mut verdict);
+    verdict
+}
+
+/// A window (wall µs) during which Redis may not know of grants it made, and the
+/// fault that opened it: from the kill until three leases after the server is back
+/// (a holder may believe a lease granted just before for that long).
+struct Amnesia {
+    from_us: u64,
+    until_us: u64,
+    fault: Fault,
+}
+
+fn amnesia_windows(history: &History) -> Vec<Amnesia> {
+    let facts = &history.facts;
+    facts
+        .faults
+        .iter()
+        .filter(|window| window.fault.forgets())
+        .map(|window| Amnesia {
+            from_us: window.from_us,
+            until_us: window.to_us + 3 * facts.ttl_us,
+            fault: window.fault,
+        })
+        .collect()
+}
+
+/// The amnesia window that `[from, to]` overlaps, if any.
+fn in_amnesia(windows: &[Amnesia], from: u64, to: u64) -> Option<&Amnesia> {
+    windows
+        .iter()
+        .find(|window| from < window.until_us && to > window.from_us)
+}
+
+/// µs as ms, for reports.
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}

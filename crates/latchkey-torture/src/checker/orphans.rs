@@ -1,0 +1,230 @@
+//! No orphan holds: the harness sampled every lock key in Redis (GET and PTTL, every
+//! 20 ms) and every token it saw must belong to a guard alive at that moment, from
+//! its attempt's start to the end of its release. A token seen otherwise is an
+//! orphan, and must be gone within [`ORPHAN_SLACK_US`] after the latest of:
+//!
+//! - its guard's release returning (a release, even an aborted one, frees the lock
+//!   at once: in the release itself or in the guard's drop);
+//! - the longest expiry latchkey sets (the waiter lease, which a handover to a
+//!   waiter gets) after that, if a fault hit Redis or the network from a lease before
+//!   the release to a waiter lease after the fault ended: the release may not have
+//!   reached Redis (nothing renews the lease any more, so it runs out), and a restart
+//!   or failover may bring back a key, with the expiry it had, that was released
+//!   after the snapshot it loads or the last write the replica received;
+//! - one lease after its process was killed (nothing renews it any more);
+//! - for a token no guard ever had (a grant whose caller was cancelled or killed
+//!   before `lock()` returned, or a handover to a waiter that gave up or froze): the
+//!   expiry its key had when first seen, at most the waiter lease. Such a key may run
+//!   out, but nothing may renew it.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::{Property, Verdict, ms};
+use crate::history::{History, Hold};
+use crate::sampler::HoldRun;
+
+/// How long past its deadline an orphan may still be seen: the guard's background
+/// release, and scheduling on a loaded 2-core machine.
+pub const ORPHAN_SLACK_US: u64 = 100_000;
+
+#[derive(Debug, Default, Serialize)]
+pub struct Stats {
+    pub slack_ms: f64,
+    /// Runs of one token in one key over consecutive samples.
+    pub runs: usize,
+    /// Runs seen while no guard held their token.
+    pub orphans: usize,
+    /// Of those, tokens no guard ever had.
+    pub unknown_tokens: usize,
+    /// The longest any token was seen orphaned.
+    pub longest_orphan_ms: f64,
+    /// The latest any orphan was seen past its deadline (negative: all in time).
+    pub worst_past_deadline_ms: f64,
+    pub over_bound: usize,
+}
+
+pub fn check(history: &History, verdict: &mut Verdict) {
+    let facts = &history.facts;
+    verdict.orphans.slack_ms = ms(ORPHAN_SLACK_US);
+    verdict.orphans.worst_past_deadline_ms = f64::NEG_INFINITY;
+    let guards: HashMap<&str, &Hold> = history
+        .holds
+        .iter()
+        .map(|hold| (hold.owner.as_str(), hold))
+        .collect();
+    for run in &facts.samples {
+        verdict.orphans.runs += 1;
+        let orphan = match guards.get(run.token.as_str()) {
+            Some(hold) => released_orphan(history, hold, run),
+            None => Some(unknown_orphan(run)),
+        };
+        let Some(Orphan {
+            since_us,
+            deadline_us,
+        }) = orphan
+        else {
+            continue;
+        };
+        let stats = &mut verdict.orphans;
+        stats.orphans += 1;
+        stats.unknown_tokens += usize::from(!guards.contains_key(run.token.as_str()));
+        stats.longest_orphan_ms = stats
+            .longest_orphan_ms
+            .max(ms(run.last_us.saturating_sub(since_us)));
+        let past = run.last_us as f64 - (deadline_us + ORPHAN_SLACK_US) as f64;
+        stats.worst_past_deadline_ms = stats.worst_past_deadline_ms.max(past / 1000.0);
+        if past > 0.0 {
+            stats.over_bound += 1;
+            verdict.violate(
+                Property::Orphan,
+                format!(
+                    "{}: token {}… held the lock {} ms with no guard, {} ms past its bound",
+                    run.lock,
+                    run.token.get(..8).unwrap_or(&run.token),
+                    ms(run.last_us.saturating_sub(since_us)),
+                    past / 1000.0
+                ),
+            );
+        }
+    }
+    if verdict.orphans.orphans == 0 {
+        verdict.orphans.worst_past_deadline_ms = 0.0;
+    }
+}
+
+/// A token seen with no guard: since when, and until when it may stay (before slack).
+struct Orphan {
+    since_us: u64,
+    deadline_us: u64,
+}
+
+/// A known guard's token seen after the guard was gone; `None` while it lived.
+fn released_orphan(history: &History, hold: &Hold, run: &HoldRun) -> Option<Orphan> {
+    let gone = hold.gone_us()?;
+    if run.last_us <= gone {
+        return None;
+    }
+    let facts = &history.facts;
+    let deadline_us = match &hold.end {
+        Some(_) if fault_near(history, gone) => gone + facts.ttl_us.max(facts.waiter_lease_us),
+        Some(_) => gone,
+        None => gone + facts.ttl_us,
+    };
+    Some(Orphan {
+        since_us: gone.max(run.first_us),
+        deadline_us,
+    })
+}
+
+/// A token no guard ever had: it may live out the expiry it had when first seen.
+fn unknown_orphan(run: &HoldRun) -> Orphan {
+    let expiry_ms = u64::try_from(run.first_pttl_ms).unwrap_or(0);
+    Orphan {
+        since_us: run.first_us,
+        deadline_us: run.first_us + expiry_ms * 1000,
+    }
+}
+
+/// Whether a fault hit Redis or the network within a lease before `at`, or within
+/// the longest lease latchkey sets (the waiter lease) after it ended.
+fn fault_near(history: &History, at: u64) -> bool {
+    let facts = &history.facts;
+    let lease = facts.ttl_us.max(facts.waiter_lease_us);
+    facts.faults.iter().any(|window| {
+        window.fault.hits_redis()
+            && window.from_us.saturating_sub(facts.ttl_us) <= at
+            && at <= window.to_us + lease
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::super::{Property, check};
+    use super::ORPHAN_SLACK_US;
+    use crate::faults::{Fault, FaultWindow};
+    use crate::history::RunFacts;
+    use crate::sampler::HoldRun;
+
+    fn seen(token: String, first_us: u64, last_us: u64, first_pttl_ms: i64) -> HoldRun {
+        HoldRun {
+            lock: "l".into(),
+            token,
+            first_us,
+            last_us,
+            first_pttl_ms,
+        }
+    }
+
+    /// Holder 0 released at 100 ms; its token was seen until `last_us`.
+    fn after_release(facts: RunFacts, last_us: u64) -> super::super::Verdict {
+        let mut facts = facts;
+        facts.samples.push(seen(owner(0, 1), 1_000, last_us, 300));
+        check(&history(facts, &[(None, held(0, 1, 1, (0, 100_000)))]))
+    }
+
+    #[test]
+    fn a_token_seen_while_its_guard_lived_is_no_orphan() {
+        let v = after_release(facts(), 100_000);
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+        assert_eq!(v.orphans.orphans, 0);
+    }
+
+    #[test]
+    fn a_released_token_left_behind_is_a_violation() {
+        let v = after_release(facts(), 100_000 + ORPHAN_SLACK_US / 2);
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+        assert_eq!(v.orphans.orphans, 1);
+        let v = after_release(facts(), 100_000 + 2 * ORPHAN_SLACK_US);
+        assert_eq!(v.violations[&Property::Orphan], 1);
+    }
+
+    #[test]
+    fn a_fault_at_the_release_allows_the_longest_lease() {
+        let mut facts = facts();
+        facts.faults.push(FaultWindow {
+            fault: Fault::Failover,
+            from_us: 90_000,
+            to_us: 990_000,
+            worker: None,
+        });
+        let lease = facts.waiter_lease_us;
+        let v = after_release(facts.clone(), 100_000 + lease);
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+        // Renewed by someone past the lease: no fault explains that.
+        let v = after_release(facts, 100_000 + lease + 2 * ORPHAN_SLACK_US);
+        assert_eq!(v.violations[&Property::Orphan], 1);
+    }
+
+    #[test]
+    fn a_token_no_guard_had_may_only_run_out() {
+        let mut facts = facts();
+        facts.samples.push(seen("nobody".into(), 0, 900_000, 1_000));
+        let v = check(&history(facts.clone(), &[]));
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+        assert_eq!(v.orphans.unknown_tokens, 1);
+        // Still there after the expiry it had: something renewed it.
+        facts.samples[0].last_us = 1_000_000 + 2 * ORPHAN_SLACK_US;
+        let v = check(&history(facts, &[]));
+        assert_eq!(v.violations[&Property::Orphan], 1);
+    }
+
+    #[test]
+    fn a_killed_holder_s_token_may_stay_one_lease() {
+        let mut facts = facts();
+        facts
+            .samples
+            .push(seen(owner(0, 1), 1_000, 50_000 + TTL, 300));
+        let acquired = held(0, 1, 1, (0, 100_000))[1].clone();
+        let v = check(&history(
+            facts.clone(),
+            &[(Some(50_000), vec![acquired.clone()])],
+        ));
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+        facts.samples[0].last_us = 50_000 + TTL + 2 * ORPHAN_SLACK_US;
+        let v = check(&history(facts, &[(Some(50_000), vec![acquired])]));
+        assert_eq!(v.violations[&Property::Orphan], 1);
+    }
+}

@@ -1,0 +1,211 @@
+//! Everything a run leaves behind, read back for the checker: the workers' logs and
+//! what the harness itself saw (`run.json`: faults, processes, lock samples, the
+//! fenced resource).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::faults::FaultWindow;
+use crate::record::{Holder, Mode, Outcome, Record};
+use crate::sampler::HoldRun;
+use crate::workers::Incarnation;
+
+/// The harness's own file in the run's directory.
+const RUN_FILE: &str = "run.json";
+
+/// What the harness saw, saved beside the worker logs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RunFacts {
+    pub seed: u64,
+    /// Faults and quiet phase, in seconds.
+    pub duration_s: u64,
+    pub ttl_us: u64,
+    pub waiter_lease_us: u64,
+    pub locks: Vec<String>,
+    /// The quiet phase after the faults (wall µs).
+    pub quiet: (u64, u64),
+    pub faults: Vec<FaultWindow>,
+    pub incarnations: Vec<Incarnation>,
+    pub samples: Vec<HoldRun>,
+    /// The tokens the fenced resource accepted, per lock, in order.
+    pub accepted: BTreeMap<String, Vec<u64>>,
+}
+
+impl RunFacts {
+    pub fn save(&self, dir: &Path) -> std::io::Result<()> {
+        let json = serde_json::to_vec(self).map_err(std::io::Error::other)?;
+        std::fs::write(dir.join(RUN_FILE), json)
+    }
+}
+
+/// One attempt, as logged.
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    pub holder: Holder,
+    pub lock: String,
+    pub mode: Mode,
+    pub start_us: u64,
+    pub end_us: u64,
+    pub timeout_us: Option<u64>,
+    pub outcome: Outcome,
+}
+
+/// One acquisition, from `lock()` returning to the end of its release.
+#[derive(Clone, Debug)]
+pub struct Hold {
+    pub holder: Holder,
+    pub lock: String,
+    pub owner: String,
+    pub fence: u64,
+    pub attempt_start_us: u64,
+    pub acquired_us: u64,
+    /// `None`: its process was killed before it logged the end.
+    pub end: Option<HoldEnd>,
+    /// When its process was killed, if it was.
+    pub killed_us: Option<u64>,
+}
+
+/// How an acquisition ended.
+#[derive(Clone, Debug)]
+pub struct HoldEnd {
+    pub section: (u64, u64),
+    pub valid_until_us: u64,
+    pub release_us: u64,
+    pub release_end_us: u64,
+    pub released: Option<bool>,
+    pub release_aborted: bool,
+    pub lost: bool,
+    pub write_accepted: Option<bool>,
+}
+
+impl Hold {
+    /// Until when the holder believed it held the lock: its release or the end of
+    /// its lease by its own clock, whichever came first.
+    pub fn valid(&self) -> Option<(u64, u64)> {
+        let end = self.end.as_ref()?;
+        Some((self.acquired_us, end.release_us.min(end.valid_until_us)))
+    }
+
+    /// When the guard stopped existing: its release returned, or its process died.
+    pub fn gone_us(&self) -> Option<u64> {
+        self.end
+            .as_ref()
+            .map(|end| end.release_end_us)
+            .or(self.killed_us)
+    }
+}
+
+/// A whole run.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    pub facts: RunFacts,
+    pub attempts: Vec<Attempt>,
+    pub holds: Vec<Hold>,
+}
+
+impl History {
+    /// Reads `run.json` and every worker log in `dir`.
+    pub fn load(dir: &Path) -> std::io::Result<History> {
+        let facts: RunFacts = serde_json::from_slice(&std::fs::read(dir.join(RUN_FILE))?)
+            .map_err(std::io::Error::other)?;
+        let logs = facts
+            .incarnations
+            .iter()
+            .map(|incarnation| {
+                // A worker killed before it wrote anything has no log.
+                let text = std::fs::read_to_string(incarnation.log(dir)).unwrap_or_default();
+                (incarnation.killed_us, text)
+            })
+            .collect::<Vec<_>>();
+        Ok(History::from_logs(facts, &logs))
+    }
+
+    /// Builds the history from each process's log text and when it was killed.
+    pub fn from_logs(facts: RunFacts, logs: &[(Option<u64>, String)]) -> History {
+        let mut history = History {
+            facts,
+            ..History::default()
+        };
+        for (killed_us, text) in logs {
+            let mut holds: HashMap<Holder, Hold> = HashMap::new();
+            // A worker killed mid-write leaves a torn last line.
+            for record in text.lines().filter_map(|l| serde_json::from_str(l).ok()) {
+                history.add(record, *killed_us, &mut holds);
+            }
+            history.holds.extend(holds.into_values());
+        }
+        history.holds.sort_by_key(|hold| hold.acquired_us);
+        history
+    }
+
+    fn add(&mut self, record: Record, killed_us: Option<u64>, holds: &mut HashMap<Holder, Hold>) {
+        match record {
+            Record::Attempt {
+                holder,
+                lock,
+                mode,
+                start_us,
+                end_us,
+                timeout_us,
+                outcome,
+            } => self.attempts.push(Attempt {
+                holder,
+                lock,
+                mode,
+                start_us,
+                end_us,
+                timeout_us,
+                outcome,
+            }),
+            Record::Acquired {
+                holder,
+                lock,
+                owner,
+                fence,
+                attempt_start_us,
+                at_us,
+            } => {
+                holds.insert(
+                    holder,
+                    Hold {
+                        holder,
+                        lock,
+                        owner,
+                        fence,
+                        attempt_start_us,
+                        acquired_us: at_us,
+                        end: None,
+                        killed_us,
+                    },
+                );
+            }
+            Record::Ended {
+                holder,
+                section,
+                valid_until_us,
+                release_us,
+                release_end_us,
+                released,
+                release_aborted,
+                lost,
+                write_accepted,
+                ..
+            } => {
+                if let Some(hold) = holds.get_mut(&holder) {
+                    hold.end = Some(HoldEnd {
+                        section,
+                        valid_until_us,
+                        release_us,
+                        release_end_us,
+                        released,
+                        release_aborted,
+                        lost,
+                        write_accepted,
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! The report of a run: text for people, or one JSON object (`--json`).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::checker::Verdict;
+use crate::faults::Fault;
+use crate::history::RunFacts;
+
+#[derive(Serialize)]
+struct Report<'a> {
+    seed: u64,
+    duration_s: u64,
+    quiet_s: f64,
+    faults: BTreeMap<Fault, usize>,
+    verdict: &'a Verdict,
+}
+
+pub fn print(facts: &RunFacts, verdict: &Verdict, json: bool) {
+    let mut faults = BTreeMap::new();
+    for window in &facts.faults {
+        *faults.entry(window.fault).or_default() += 1;
+    }
+    let report = Report {
+        seed: facts.seed,
+        duration_s: facts.duration_s,
+        quiet_s: verdict.liveness.quiet_ms / 1000.0,
+        faults,
+        verdict,
+    };
+    match json {
+        true => println!("{}", serde_json::to_string(&report).unwrap_or_default()),
+        false => print_text(&report),
+    }
+}
+
+fn print_text(report: &Report) {
+    let v = report.verdict;
+    println!(
+        "ran {} s ({:.1} s quiet at the end) with seed {}",
+        report.duration_s, report.quiet_s, report.seed
+    );
+    println!("faults: {}", list(&report.faults));
+    for (mode, outcomes) in &v.attempts {
+        println!("attempts {mode:?}: {}", list(outcomes));
+    }
+    println!(
+        "acquisitions {} (released {}, release aborted {}, expired, lost or failed {}, holder killed {})",
+        v.acquisitions, v.released, v.release_aborted, v.expired_or_lost, v.killed_mid_section
+    );
+    println!(
+        "fenced writes accepted {}, rejected {}; overlaps caught by fencing {}; overlaps after amnesia: {}",
+        v.writes_accepted,
+        v.writes_rejected,
+        v.overlaps_caught_by_fencing,
+        list(&v.overlaps_after_amnesia)
+    );
+    println!(
+        "fences: {} checked, {} repeated, {} out of order",
+        v.fences.checked, v.fences.repeated, v.fences.out_of_order
+    );
+    println!(
+        "bounded waits: {} timed waits, {} excused (own worker paused), longest {:.1} ms past the deadline (bound {} ms), {} over",
+        v.waits.timed,
+        v.waits.excused_by_pause,
+        v.waits.longest_overrun_ms,
+        v.waits.bound_ms,
+        v.waits.over_bound
+    );
+    println!(
+        "liveness: {} live workers over {} ms quiet, fewest acquisitions of a lock by one worker {}, starved {}",
+        v.liveness.live_workers,
+        v.liveness.quiet_ms,
+        v.liveness.fewest.map_or("-".into(), |n| n.to_string()),
+        v.liveness.starved
+    );
+    println!(
+        "orphan holds: {} runs sampled, {} orphans ({} tokens no guard had), longest {:.1} ms, worst {:.1} ms past its deadline (slack {} ms), {} over",
+        v.orphans.runs,
+        v.orphans.orphans,
+        v.orphans.unknown_tokens,
+        v.orphans.longest_orphan_ms,
+        v.orphans.worst_past_deadline_ms,
+        v.orphans.slack_ms,
+        v.orphans.over_bound
+    );
+    println!(
+        "violations {}: {}",
+        v.violation_count(),
+        list(&v.violations)
+    );
+    for violation in &v.examples {
+        println!("  {:?}: {}", violation.property, violation.detail);
+    }
+}
+
+/// `a 1, b 2`.
+fn list<K: std::fmt::Debug, V: std::fmt::Display>(counts: &BTreeMap<K, V>) -> String {
+    counts
+        .iter()
+        .map(|(k, n)| format!("{k:?} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,163 @@
+//! Watches who holds each lock in Redis itself, every 20 ms, on the current primary:
+//! the evidence for the "no orphan holds" check.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::record::now_us;
+
+/// Time between two samples.
+pub const SAMPLE_EVERY: Duration = Duration::from_millis(20);
+/// A sample not answered by then is skipped (the server is paused or gone).
+const SAMPLE_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// One token seen in one lock key over consecutive answered samples.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HoldRun {
+    pub lock: String,
+    pub token: String,
+    /// When the first sample that saw it was answered (it was there by then).
+    pub first_us: u64,
+    /// When the last sample that saw it was sent (it was there at or after that).
+    pub last_us: u64,
+    /// Its PTTL in the first sample (-1: no expiry).
+    pub first_pttl_ms: i64,
+}
+
+/// The running sampler; [`Sampler::stop`] returns what it saw.
+pub struct Sampler {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Vec<HoldRun>>,
+}
+
+impl Sampler {
+    pub fn start(primary_port: Arc<AtomicU16>, locks: Vec<String>) -> Sampler {
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(sample(primary_port, locks, stopped));
+        Sampler { stop, task }
+    }
+
+    pub async fn stop(self) -> Vec<HoldRun> {
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or_default()
+    }
+}
+
+async fn sample(
+    primary_port: Arc<AtomicU16>,
+    locks: Vec<String>,
+    mut stopped: oneshot::Receiver<()>,
+) -> Vec<HoldRun> {
+    let mut runs = Runs::new(locks.len());
+    let mut conn: Option<(u16, MultiplexedConnection)> = None;
+    let mut tick = tokio::time::interval(SAMPLE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = &mut stopped => break,
+            _ = tick.tick() => {}
+        }
+        let port = primary_port.load(Ordering::Relaxed);
+        // A failover moved the primary: follow it.
+        if conn.as_ref().is_some_and(|(p, _)| *p != port) {
+            conn = None;
+        }
+        if conn.is_none() {
+            conn = connect(port).await.map(|c| (port, c));
+        }
+        let Some((_, connection)) = &mut conn else {
+            continue;
+        };
+        let sent = now_us();
+        match holders(connection, &locks).await {
+            Some(holders) => runs.saw(&locks, holders, sent, now_us()),
+            None => conn = None,
+        }
+    }
+    runs.finish()
+}
+
+async fn connect(port: u16) -> Option<MultiplexedConnection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+    tokio::time::timeout(SAMPLE_TIMEOUT, client.get_multiplexed_async_connection())
+        .await
+        .ok()?
+        .ok()
+}
+
+/// Every lock's holder token and PTTL, read atomically.
+async fn holders(
+    conn: &mut MultiplexedConnection,
+    locks: &[String],
+) -> Option<Vec<(Option<String>, i64)>> {
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    for lock in locks {
+        pipe.get(lock).pttl(lock);
+    }
+    let reply = tokio::time::timeout(SAMPLE_TIMEOUT, pipe.query_async(conn)).await;
+    let values: Vec<redis::Value> = reply.ok()?.ok()?;
+    values
+        .chunks(2)
+        .map(|pair| match pair {
+            [token, pttl] => Some((
+                redis::from_redis_value_ref(token).ok()?,
+                redis::from_redis_value_ref(pttl).ok()?,
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The runs seen so far: one open run per lock, and those that ended.
+struct Runs {
+    open: Vec<Option<HoldRun>>,
+    done: Vec<HoldRun>,
+}
+
+impl Runs {
+    fn new(locks: usize) -> Self {
+        Runs {
+            open: vec![None; locks],
+            done: Vec::new(),
+        }
+    }
+
+    /// A sample sent at `sent` and answered at `answered`.
+    fn saw(
+        &mut self,
+        locks: &[String],
+        holders: Vec<(Option<String>, i64)>,
+        sent: u64,
+        answered: u64,
+    ) {
+        for ((lock, open), (token, pttl)) in locks.iter().zip(&mut self.open).zip(holders) {
+            match (open.as_mut(), &token) {
+                (Some(run), Some(token)) if run.token == *token => {
+                    run.last_us = sent;
+                    continue;
+                }
+                _ => {}
+            }
+            self.done.extend(open.take());
+            *open = token.map(|token| HoldRun {
+                lock: lock.clone(),
+                token,
+                first_us: answered,
+                last_us: sent,
+                first_pttl_ms: pttl,
+            });
+        }
+    }
+
+    fn finish(mut self) -> Vec<HoldRun> {
+        self.done.extend(self.open.into_iter().flatten());
+        self.done
+    }
+}
