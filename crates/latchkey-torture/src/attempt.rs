@@ -17,8 +17,19 @@ const PLAIN_WAIT: Duration = Duration::from_secs(2);
 pub struct Attempted {
     pub mode: Mode,
     pub timeout: Option<Duration>,
-    /// The guard and when `lock()` returned it, or how the attempt ended.
-    pub result: Result<(MutexGuard, u64), Outcome>,
+    /// When the answer came (wall µs): for a guard, when `lock()` returned it.
+    pub end_us: u64,
+    /// The guard, or how the attempt ended.
+    pub result: Result<MutexGuard, Outcome>,
+}
+
+impl Attempted {
+    pub fn outcome(&self) -> Outcome {
+        match &self.result {
+            Ok(_) => Outcome::Acquired,
+            Err(outcome) => outcome.clone(),
+        }
+    }
 }
 
 /// Asks for `mutex` in a random mode.
@@ -44,9 +55,14 @@ pub async fn attempt(mutex: &Mutex, rng: &mut StdRng) -> Attempted {
             (None, aborted(mutex, after).await)
         }
     };
+    let (end_us, result) = match result {
+        Ok((guard, at)) => (at, Ok(guard)),
+        Err(outcome) => (now_us(), Err(outcome)),
+    };
     Attempted {
         mode,
         timeout,
+        end_us,
         result,
     }
 }

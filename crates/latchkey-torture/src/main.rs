@@ -83,6 +83,9 @@ pub struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Keep the run's logs even when every promise held (they are kept on a violation).
+    #[arg(long)]
+    keep: bool,
 }
 
 /// Options of one worker process.
@@ -181,22 +184,24 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
         .save(&dir)
         .map_err(|e| format!("saving the run: {e}"))?;
     let status = check(&dir, args.json)?;
-    if status == ExitCode::SUCCESS {
-        let _ = std::fs::remove_dir_all(&dir);
+    match status == ExitCode::SUCCESS && !args.keep {
+        true => {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        false => eprintln!("logs kept in {}", dir.display()),
     }
     Ok(status)
 }
 
-/// Reads the run in `dir`, checks it and prints the report; keeps the logs on failure.
+/// Reads the run in `dir`, checks it and prints the report.
 fn check(dir: &Path, json: bool) -> Result<ExitCode, String> {
     let history = History::load(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
     let verdict = checker::check(&history);
     report::print(&history.facts, &verdict, json);
-    if verdict.violation_count() == 0 {
-        return Ok(ExitCode::SUCCESS);
+    match verdict.violation_count() {
+        0 => Ok(ExitCode::SUCCESS),
+        _ => Ok(ExitCode::from(1)),
     }
-    eprintln!("logs kept in {}", dir.display());
-    Ok(ExitCode::from(1))
 }
 
 fn accepted_tokens(

@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
 
 use crate::WorkerArgs;
-use crate::attempt::{Attempted, attempt, release_aborted};
+use crate::attempt::{attempt, release_aborted};
 use crate::record::{Holder, Mode, Outcome, Record, now_us, wall_us};
 
 /// Share of acquisitions that take a fixed lease and then outlive it, as a process
@@ -99,38 +99,31 @@ async fn task_loop(mut shared: Shared, mut holder: Holder) {
             return;
         };
         let start_us = now_us();
-        let Attempted {
-            mode,
-            timeout,
-            result,
-        } = attempt(&mutex, &mut rng).await;
-        let outcome = match &result {
-            Ok(_) => Outcome::Acquired,
-            Err(outcome) => outcome.clone(),
-        };
-        let end_us = result.as_ref().map_or_else(|_| now_us(), |(_, at)| *at);
+        let attempted = attempt(&mutex, &mut rng).await;
         shared.write(&Record::Attempt {
             holder,
             lock: lock.clone(),
-            mode,
+            mode: attempted.mode,
             start_us,
-            end_us,
-            timeout_us: timeout.map(crate::record::micros),
-            outcome: outcome.clone(),
+            end_us: attempted.end_us,
+            timeout_us: attempted.timeout.map(crate::record::micros),
+            outcome: attempted.outcome(),
         });
-        let Ok((guard, acquired_us)) = result else {
+        let guard = match attempted.result {
+            Ok(guard) => guard,
             // After an error, do not hammer a server that is down.
-            if matches!(outcome, Outcome::Error { .. }) {
+            Err(Outcome::Error { .. }) => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
             }
-            continue;
+            Err(_) => continue,
         };
         let section = Section {
             holder,
             lock,
-            mode,
+            mode: attempted.mode,
             attempt_start_us: start_us,
-            acquired_us,
+            acquired_us: attempted.end_us,
             hold: match outlive {
                 true => shared.args.ttl * 2,
                 false => Duration::from_millis(rng.random_range(1..20)),

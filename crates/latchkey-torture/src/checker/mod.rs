@@ -131,11 +131,14 @@ fn amnesia_windows(history: &History) -> Vec<Amnesia> {
         .collect()
 }
 
-/// The amnesia window that `[from, to]` overlaps, if any.
+/// The amnesia window that `[from, to]` overlaps, if any: preferably the latest to
+/// open before `from` (the second grant), since the last fault before it is the one
+/// that made Redis forget the first.
 fn in_amnesia(windows: &[Amnesia], from: u64, to: u64) -> Option<&Amnesia> {
     windows
         .iter()
-        .find(|window| from < window.until_us && to > window.from_us)
+        .filter(|window| from < window.until_us && to > window.from_us)
+        .max_by_key(|window| (window.from_us <= from, window.from_us))
 }
 
 /// µs as ms, for reports.
