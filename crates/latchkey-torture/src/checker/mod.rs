@@ -141,6 +141,16 @@ fn in_amnesia(windows: &[Amnesia], from: u64, to: u64) -> Option<&Amnesia> {
         .max_by_key(|window| (window.from_us <= from, window.from_us))
 }
 
+/// Whether worker slot `worker` was paused (SIGSTOP) at some time in `[from, to]`.
+fn paused(history: &History, worker: usize, from: u64, to: u64) -> bool {
+    history.facts.faults.iter().any(|window| {
+        window.fault == Fault::PauseWorker
+            && window.worker == Some(worker)
+            && window.from_us <= to
+            && from <= window.to_us
+    })
+}
+
 /// µs as ms, for reports.
 fn ms(us: u64) -> f64 {
     us as f64 / 1000.0

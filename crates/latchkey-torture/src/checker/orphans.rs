@@ -11,7 +11,9 @@
 //!   reached Redis (nothing renews the lease any more, so it runs out), and a restart
 //!   or failover may bring back a key, with the expiry it had, that was released
 //!   after the snapshot it loads or the last write the replica received;
-//! - one lease after its process was killed (nothing renews it any more);
+//! - one lease after its process was killed, or after its release if its process
+//!   was paused right then (nothing renews the lease any more, and the guard's drop
+//!   cannot free the lock while the process is frozen);
 //! - for a token no guard ever had (a grant whose caller was cancelled or killed
 //!   before `lock()` returned, or a handover to a waiter that gave up or froze): the
 //!   expiry its key had when first seen, at most the waiter lease. Such a key may run
@@ -21,7 +23,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::{Property, Verdict, ms};
+use super::{Property, Verdict, ms, paused};
 use crate::history::{History, Hold};
 use crate::sampler::HoldRun;
 
@@ -107,8 +109,10 @@ fn released_orphan(history: &History, hold: &Hold, run: &HoldRun) -> Option<Orph
         return None;
     }
     let facts = &history.facts;
+    let frozen = || paused(history, hold.holder.worker, gone, gone + ORPHAN_SLACK_US);
     let deadline_us = match &hold.end {
         Some(_) if fault_near(history, gone) => gone + facts.ttl_us.max(facts.waiter_lease_us),
+        Some(_) if frozen() => gone + facts.ttl_us,
         Some(_) => gone,
         None => gone + facts.ttl_us,
     };
@@ -195,6 +199,23 @@ mod tests {
         assert!(v.violations.is_empty(), "{:?}", v.examples);
         // Renewed by someone past the lease: no fault explains that.
         let v = after_release(facts, 100_000 + lease + 2 * ORPHAN_SLACK_US);
+        assert_eq!(v.violations[&Property::Orphan], 1);
+    }
+
+    #[test]
+    fn a_pause_of_its_own_worker_right_after_the_release_allows_a_lease() {
+        let mut facts = facts();
+        facts.faults.push(FaultWindow {
+            fault: Fault::PauseWorker,
+            from_us: 105_000,
+            to_us: 1_005_000,
+            worker: Some(0),
+        });
+        let v = after_release(facts.clone(), 100_000 + TTL);
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+        // Another worker's pause explains nothing.
+        facts.faults[0].worker = Some(1);
+        let v = after_release(facts, 100_000 + TTL);
         assert_eq!(v.violations[&Property::Orphan], 1);
     }
 

@@ -4,8 +4,7 @@
 
 use serde::Serialize;
 
-use super::{Property, Verdict, ms};
-use crate::faults::Fault;
+use super::{Property, Verdict, ms, paused};
 use crate::history::History;
 
 /// How long past its deadline a timed wait may return: one round trip to leave the
@@ -26,22 +25,16 @@ pub struct Stats {
 
 pub fn check(history: &History, verdict: &mut Verdict) {
     verdict.waits.bound_ms = ms(WAIT_BOUND_US);
-    let pauses: Vec<_> = history
-        .facts
-        .faults
-        .iter()
-        .filter(|window| window.fault == Fault::PauseWorker)
-        .collect();
     for attempt in &history.attempts {
         let Some(timeout) = attempt.timeout_us else {
             continue;
         };
-        let paused = pauses.iter().any(|pause| {
-            pause.worker == Some(attempt.holder.worker)
-                && pause.from_us < attempt.end_us
-                && attempt.start_us < pause.to_us
-        });
-        if paused {
+        if paused(
+            history,
+            attempt.holder.worker,
+            attempt.start_us,
+            attempt.end_us,
+        ) {
             verdict.waits.excused_by_pause += 1;
             continue;
         }
