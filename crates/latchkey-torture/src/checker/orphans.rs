@@ -12,8 +12,8 @@
 //!   or failover may bring back a key, with the expiry it had, that was released
 //!   after the snapshot it loads or the last write the replica received;
 //! - one lease after its process was killed, or after its release if its process
-//!   was paused right then (nothing renews the lease any more, and the guard's drop
-//!   cannot free the lock while the process is frozen);
+//!   was paused or killed right then (nothing renews the lease any more, and the
+//!   guard's drop cannot free the lock in a frozen or dead process);
 //! - for a token no guard ever had (a grant whose caller was cancelled or killed
 //!   before `lock()` returned, or a handover to a waiter that gave up or froze): the
 //!   expiry its key had when first seen, at most the waiter lease. Such a key may run
@@ -109,7 +109,14 @@ fn released_orphan(history: &History, hold: &Hold, run: &HoldRun) -> Option<Orph
         return None;
     }
     let facts = &history.facts;
-    let frozen = || paused(history, hold.holder.worker, gone, gone + ORPHAN_SLACK_US);
+    // Stopped before the guard's drop could free the lock.
+    let cleanup = (gone, gone + ORPHAN_SLACK_US);
+    let frozen = || {
+        paused(history, hold.holder.worker, cleanup.0, cleanup.1)
+            || hold
+                .killed_us
+                .is_some_and(|killed| cleanup.0 <= killed && killed <= cleanup.1)
+    };
     let deadline_us = match &hold.end {
         Some(_) if fault_near(history, gone) => gone + facts.ttl_us.max(facts.waiter_lease_us),
         Some(_) if frozen() => gone + facts.ttl_us,
@@ -216,6 +223,19 @@ mod tests {
         // Another worker's pause explains nothing.
         facts.faults[0].worker = Some(1);
         let v = after_release(facts, 100_000 + TTL);
+        assert_eq!(v.violations[&Property::Orphan], 1);
+    }
+
+    #[test]
+    fn a_kill_right_after_the_release_allows_a_lease() {
+        let mut facts = facts();
+        facts
+            .samples
+            .push(seen(owner(0, 1), 1_000, 100_000 + TTL, 300));
+        let log = held(0, 1, 1, (0, 100_000));
+        let v = check(&history(facts.clone(), &[(Some(110_000), log.clone())]));
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+        let v = check(&history(facts, &[(Some(900_000), log)]));
         assert_eq!(v.violations[&Property::Orphan], 1);
     }
 
