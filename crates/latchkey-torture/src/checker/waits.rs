@@ -1,4 +1,4 @@
-//! Bounded waits: `lock_timeout(d)` returns within `d` plus [`WAIT_BOUND`], whatever
+//! Bounded waits: `lock_timeout(d)` returns within `d` plus [`WAIT_BOUND_US`], whatever
 //! Redis and the network do, except while its own process was frozen (a paused
 //! worker cannot return from anything).
 
