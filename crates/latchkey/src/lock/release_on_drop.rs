@@ -172,3 +172,213 @@ impl<S: LockStore> Drop for ReleaseOnDrop<S> {
         });
     }
 }
+
+/// Each state undoes exactly what it may have in Redis, against a store that records
+/// the calls it gets.
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::error::Error;
+    use crate::key::Prefix;
+    use crate::lease::Ttl;
+    use crate::lock::LockStatus;
+    use crate::store::{AcquireRequest, Attempt, Watch};
+
+    /// What the store was asked: `release(leaving)` or `pass(to)`.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    enum Call {
+        Release { owner: OwnerToken, leaving: bool },
+        Pass { to: OwnerToken },
+    }
+
+    #[derive(Clone, Default)]
+    struct Recording {
+        calls: Arc<Mutex<Vec<Call>>>,
+        /// Releases that fail (Redis unreachable) before one succeeds.
+        failures: Arc<Mutex<usize>>,
+        /// A local waiter that leaves while the first pass is in flight.
+        leaves_during_pass: Arc<Mutex<Option<tokio::sync::oneshot::Receiver<Turn>>>>,
+    }
+
+    impl Recording {
+        fn calls(&self) -> Vec<Call> {
+            self.calls.lock().unwrap().clone()
+        }
+
+        fn record(&self, call: Call) {
+            self.calls.lock().unwrap().push(call);
+        }
+    }
+
+    fn unused<T>() -> crate::Result<T> {
+        Err(Error::InvalidArgument("not used by these tests".into()))
+    }
+
+    impl LockStore for Recording {
+        async fn try_acquire(
+            &self,
+            _: &LockKey,
+            _: &OwnerToken,
+            _: AcquireRequest,
+        ) -> crate::Result<Attempt> {
+            unused()
+        }
+
+        async fn release(
+            &self,
+            _: &LockKey,
+            owner: &OwnerToken,
+            leaving: bool,
+        ) -> crate::Result<bool> {
+            self.record(Call::Release {
+                owner: owner.clone(),
+                leaving,
+            });
+            let mut failures = self.failures.lock().unwrap();
+            if *failures > 0 {
+                *failures -= 1;
+                return Err(Error::InvalidArgument("Redis is away".into()));
+            }
+            Ok(true)
+        }
+
+        async fn pass(
+            &self,
+            _: &LockKey,
+            _: &OwnerToken,
+            next: &OwnerToken,
+            _: Ttl,
+        ) -> crate::Result<Option<u64>> {
+            self.record(Call::Pass { to: next.clone() });
+            drop(self.leaves_during_pass.lock().unwrap().take());
+            Ok(Some(7))
+        }
+
+        async fn extend(&self, _: &LockKey, _: &OwnerToken, _: Ttl) -> crate::Result<bool> {
+            unused()
+        }
+
+        async fn owner(&self, _: &LockKey) -> crate::Result<Option<String>> {
+            unused()
+        }
+
+        async fn watch(&self, _: &LockKey, _: &OwnerToken) -> crate::Result<Watch> {
+            Ok(Watch::never())
+        }
+
+        async fn inspect(&self, _: &LockKey) -> crate::Result<LockStatus> {
+            unused()
+        }
+
+        async fn scan(&self, _: &str) -> crate::Result<Vec<String>> {
+            unused()
+        }
+    }
+
+    fn hold(store: &Recording, state: HoldState) -> ReleaseOnDrop<Recording> {
+        let key = LockKey::new(&Prefix::default(), "states").unwrap();
+        let mut hold = ReleaseOnDrop::new(store.clone(), key, OwnerToken::generate().unwrap());
+        hold.state = state;
+        hold
+    }
+
+    /// The release each state must send: none, a plain one, or one leaving the queue.
+    fn expected(state: HoldState, owner: &OwnerToken) -> Vec<Call> {
+        let release = |leaving| {
+            vec![Call::Release {
+                owner: owner.clone(),
+                leaving,
+            }]
+        };
+        match state {
+            HoldState::Clear => Vec::new(),
+            HoldState::Trying | HoldState::Held => release(false),
+            HoldState::Queued => release(true),
+        }
+    }
+
+    const STATES: [HoldState; 4] = [
+        HoldState::Clear,
+        HoldState::Trying,
+        HoldState::Queued,
+        HoldState::Held,
+    ];
+
+    #[tokio::test]
+    async fn a_release_undoes_what_each_state_may_have_and_clears_it() {
+        for state in STATES {
+            let store = Recording::default();
+            let mut hold = hold(&store, state);
+            hold.release().await.unwrap();
+            assert_eq!(store.calls(), expected(state, &hold.owner), "{state:?}");
+            assert_eq!(hold.state, HoldState::Clear);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dropped_hold_is_released_in_the_background_unless_clear() {
+        for state in STATES {
+            let store = Recording::default();
+            let hold = hold(&store, state);
+            let owner = hold.owner.clone();
+            drop(hold);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            assert_eq!(store.calls(), expected(state, &owner), "{state:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_release_keeps_the_state_so_the_drop_tries_again() {
+        let store = Recording::default();
+        *store.failures.lock().unwrap() = 1;
+        let mut hold = hold(&store, HoldState::Queued);
+        assert!(hold.release().await.is_err());
+        assert_eq!(hold.state, HoldState::Queued);
+        let owner = hold.owner.clone();
+        drop(hold);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            store.calls(),
+            [
+                expected(HoldState::Queued, &owner),
+                expected(HoldState::Queued, &owner)
+            ]
+            .concat()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_held_lock_goes_to_the_next_local_waiter_and_a_gone_one_is_released_in_its_name() {
+        let store = Recording::default();
+        let local = LocalLocks::default();
+        let mut holder = hold(&store, HoldState::Held);
+        holder.local = Some(local.clone());
+        local.mark_held(&holder.key);
+        let (gone, stays) = (
+            OwnerToken::generate().unwrap(),
+            OwnerToken::generate().unwrap(),
+        );
+        let first = local
+            .wait_behind_holder(&holder.key, &gone, Ttl::DEFAULT)
+            .unwrap();
+        let mut second = local
+            .wait_behind_holder(&holder.key, &stays, Ttl::DEFAULT)
+            .unwrap();
+        // The first waiter leaves while the pass to it is in flight: the lock is then
+        // in Redis under its token, so the holder adopts that token and passes on.
+        *store.leaves_during_pass.lock().unwrap() = Some(first);
+        assert!(holder.release().await.unwrap());
+        assert_eq!(holder.owner, gone);
+        assert_eq!(
+            store.calls(),
+            [Call::Pass { to: gone }, Call::Pass { to: stays }]
+        );
+        assert!(matches!(
+            second.try_recv(),
+            Ok(Turn::Yours { fence: 7, .. })
+        ));
+    }
+}

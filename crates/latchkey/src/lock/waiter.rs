@@ -61,10 +61,9 @@ impl Wait {
         })
     }
 
-    /// Runs `step` until it completes or the deadline passes (`None`). A step that
-    /// starts after the deadline (the one attempt of `try_lock`) runs to completion.
+    /// Runs `step` until it completes or the deadline passes (`None`).
     async fn within<T>(&self, step: impl Future<Output = T>) -> Option<T> {
-        match self.deadline.filter(|deadline| *deadline > Instant::now()) {
+        match self.deadline {
             Some(deadline) => tokio::time::timeout_at(deadline.into(), step).await.ok(),
             None => Some(step.await),
         }
@@ -89,13 +88,15 @@ pub(crate) async fn acquire<S: LockStore>(
 ) -> Result<Won<S>> {
     let started = Instant::now();
     let owner = OwnerToken::generate()?;
-    if let Some(local) = local.filter(|_| !wait.expired()) {
+    // A call that may not wait at all (`try_lock`) still makes its one attempt.
+    let once = wait.expired();
+    if let Some(local) = local.filter(|_| !once) {
         if let Some(won) = wait_for_local_pass(store, key, &owner, wait, local, started).await? {
             return Ok(won);
         }
     }
     let _counted = local.map(|local| local.redis_waiter(key));
-    let won = acquire_in_redis(store, key, wait, owner, started).await?;
+    let won = acquire_in_redis(store, key, wait, owner, started, once).await?;
     if let Some(local) = local {
         local.mark_held(key);
     }
@@ -143,13 +144,15 @@ async fn wait_for_local_pass<S: LockStore>(
     }
 }
 
-/// Attempts in Redis until the lock is ours or the deadline passes.
+/// Attempts in Redis until the lock is ours or the deadline passes; with `once`, the
+/// first attempt runs to completion (bounded by the connection's own timeouts).
 async fn acquire_in_redis<S: LockStore>(
     store: &S,
     key: &LockKey,
     wait: Wait,
     owner: OwnerToken,
     started: Instant,
+    once: bool,
 ) -> Result<Won<S>> {
     let mut hold = ReleaseOnDrop::new(store.clone(), key.clone(), owner);
     let mut request = AcquireRequest {
@@ -184,10 +187,12 @@ async fn acquire_in_redis<S: LockStore>(
             None => HoldState::Trying,
         };
         let sent = Instant::now();
-        let Some(answer) = wait
-            .within(store.try_acquire(key, &hold.owner, request))
-            .await
-        else {
+        let attempt = store.try_acquire(key, &hold.owner, request);
+        let answer = match once {
+            true => Some(attempt.await),
+            false => wait.within(attempt).await,
+        };
+        let Some(answer) = answer else {
             continue; // cut off at the deadline, request in flight: the hold undoes it
         };
         match answer {

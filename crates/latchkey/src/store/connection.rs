@@ -29,7 +29,7 @@ enum Link {
     /// The caller's plain multiplexed connection: once broken, it stays broken.
     Multiplexed(MultiplexedConnection),
     /// Ours: also replaced when a reply times out.
-    Replaced(Replaceable),
+    Replaced(Arc<Replaceable>),
 }
 
 impl From<ConnectionManager> for Connection {
@@ -52,11 +52,11 @@ impl Connection {
         config: ConnectionManagerConfig,
     ) -> RedisResult<Self> {
         let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
-        Ok(Connection(Link::Replaced(Replaceable {
+        Ok(Connection(Link::Replaced(Arc::new(Replaceable {
             client,
             config,
-            current: Arc::new(Mutex::new((0, manager))),
-        })))
+            current: Mutex::new((0, manager)),
+        }))))
     }
 }
 
@@ -66,12 +66,11 @@ impl Connection {
 /// socket in place: behind a stalled network path (a peer that vanished without a
 /// reset, a black-holed route) every later command would time out too, for ever.
 /// Replacing the connection lets the next command take a fresh path.
-#[derive(Clone)]
 struct Replaceable {
     client: redis::Client,
     config: ConnectionManagerConfig,
     /// The manager in use, numbered so that concurrent timeouts replace it once.
-    current: Arc<Mutex<(u64, ConnectionManager)>>,
+    current: Mutex<(u64, ConnectionManager)>,
 }
 
 impl Replaceable {
