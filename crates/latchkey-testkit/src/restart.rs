@@ -28,8 +28,17 @@ pub enum Restart {
 impl RedisServer {
     /// `SAVE`: a snapshot of the current data on disk, which
     /// [`Restart::Snapshot`] loads.
+    ///
+    /// Redis refuses `SAVE` while a background save runs (as after an AOF rewrite
+    /// starts): this waits for that one to finish first.
     pub fn save(&self) -> io::Result<()> {
-        self.admin::<()>(&redis::cmd("SAVE"))
+        wait_for("a snapshot", || {
+            match self.admin::<()>(&redis::cmd("SAVE")) {
+                Ok(()) => Ok(true),
+                Err(error) if error.to_string().contains("in progress") => Ok(false),
+                Err(error) => Err(error),
+            }
+        })
     }
 
     /// SIGKILLs the server (if it runs) and starts it again on the same port from

@@ -34,14 +34,21 @@ impl Attempted {
 
 /// Asks for `mutex` in a random mode.
 pub async fn attempt(mutex: &Mutex, rng: &mut StdRng) -> Attempted {
-    let mode =
-        [Mode::Timeout, Mode::Select, Mode::Abort, Mode::AbortRelease][rng.random_range(0..4)];
+    let mode = [
+        Mode::Timeout,
+        Mode::Select,
+        Mode::Abort,
+        Mode::AbortRelease,
+        Mode::AbortHandoff,
+    ][rng.random_range(0..5)];
     let (timeout, result) = match mode {
         Mode::Timeout => {
             let wait = Duration::from_millis(rng.random_range(5..=2_000));
             (Some(wait), timed(mutex, wait).await)
         }
-        Mode::AbortRelease => (Some(PLAIN_WAIT), timed(mutex, PLAIN_WAIT).await),
+        Mode::AbortRelease | Mode::AbortHandoff => {
+            (Some(PLAIN_WAIT), timed(mutex, PLAIN_WAIT).await)
+        }
         Mode::Select => {
             let timer = Duration::from_millis(rng.random_range(1..=50));
             let result = tokio::select! {
@@ -119,6 +126,30 @@ pub async fn release_aborted(guard: MutexGuard, rng: &mut StdRng) -> (Option<boo
         Ok(released) => (released.ok(), false),
         Err(_) => (None, true),
     }
+}
+
+/// Releases `guard` while another task of this process waits behind it, and aborts
+/// that task right after the release passed it the lock, before or just after it
+/// could hear so. What the release answered; the lock must not stay with the
+/// aborted task.
+pub async fn release_to_aborted_waiter(
+    guard: MutexGuard,
+    mutex: &Mutex,
+    rng: &mut StdRng,
+) -> Option<bool> {
+    let waiter = {
+        let mutex = mutex.clone();
+        tokio::spawn(async move { drop(mutex.lock_timeout(PLAIN_WAIT).await) })
+    };
+    // Let it queue behind the holder (locally: this process holds the lock).
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let released = guard.release().await.ok();
+    for _ in 0..rng.random_range(0..=1) {
+        tokio::task::yield_now().await;
+    }
+    waiter.abort();
+    let _ = waiter.await;
+    released
 }
 
 /// A short name for an error, for the log.

@@ -69,6 +69,10 @@ pub enum Mode {
     /// `lock_timeout(2 s)`; the release then runs in a spawned task aborted a few µs
     /// to ms later (the guard's drop must still free the lock).
     AbortRelease,
+    /// `lock_timeout(2 s)`; before the release another task of this process queues
+    /// behind the holder, the release passes the lock to it, and that task is aborted
+    /// at once (what was passed to it must be passed on or released).
+    AbortHandoff,
 }
 
 /// How an attempt ended.

@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
 
 use crate::WorkerArgs;
-use crate::attempt::{attempt, release_aborted};
+use crate::attempt::{attempt, release_aborted, release_to_aborted_waiter};
 use crate::record::{Holder, Mode, Outcome, Record, now_us, wall_us};
 
 /// Share of acquisitions that take a fixed lease and then outlive it, as a process
@@ -129,7 +129,7 @@ async fn task_loop(mut shared: Shared, mut holder: Holder) {
                 false => Duration::from_millis(rng.random_range(1..20)),
             },
         };
-        section.run(&mut shared, guard, &mut rng).await;
+        section.run(&mut shared, guard, &mutex, &mut rng).await;
     }
 }
 
@@ -154,7 +154,7 @@ struct Section {
 }
 
 impl Section {
-    async fn run(self, shared: &mut Shared, guard: MutexGuard, rng: &mut StdRng) {
+    async fn run(self, shared: &mut Shared, guard: MutexGuard, mutex: &Mutex, rng: &mut StdRng) {
         let fence = guard.fence();
         shared.write(&Record::Acquired {
             holder: self.holder,
@@ -173,6 +173,7 @@ impl Section {
         let release_us = now_us();
         let (released, aborted) = match self.mode {
             Mode::AbortRelease => release_aborted(guard, rng).await,
+            Mode::AbortHandoff => (release_to_aborted_waiter(guard, mutex, rng).await, false),
             _ => (guard.release().await.ok(), false),
         };
         let release_end_us = now_us();
