@@ -96,6 +96,16 @@ impl Fault {
             Fault::KillWorker | Fault::PauseWorker | Fault::Snapshot
         )
     }
+
+    /// Whether the lock server comes back from older state: a snapshot or AOF, or a
+    /// replica promoted. The state may be newer than the last `Snapshot` fault: a
+    /// replica stores every full sync it receives as its own `dump.rdb`.
+    pub fn restores_older_state(self) -> bool {
+        matches!(
+            self,
+            Fault::RestartFromSnapshot | Fault::RestartFromAof | Fault::Failover
+        )
+    }
 }
 
 /// A fault as it happened: when (wall µs) and, for worker faults, which slot.

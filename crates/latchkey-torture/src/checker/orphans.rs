@@ -11,6 +11,10 @@
 //!   reached Redis (nothing renews the lease any more, so it runs out), and a restart
 //!   or failover may bring back a key, with the expiry it had, that was released
 //!   after the snapshot it loads or the last write the replica received;
+//! - the longest expiry latchkey sets after a restart or failover that loads older
+//!   state ended, for a key first seen while the server came back: such a restart
+//!   may bring back a key released at any time since that state was written, with
+//!   the expiry it had then;
 //! - one lease after its process was killed, or after its release if its process
 //!   was paused or killed right then (nothing renews the lease any more, and the
 //!   guard's drop cannot free the lock in a frozen or dead process);
@@ -125,8 +129,24 @@ fn released_orphan(history: &History, hold: &Hold, run: &HoldRun) -> Option<Orph
     };
     Some(Orphan {
         since_us: gone.max(run.first_us),
-        deadline_us,
+        deadline_us: deadline_us.max(restored_until(history, run.first_us)),
     })
+}
+
+/// Until when a key first seen at `seen_us` may have been brought back by a restart
+/// or failover that loaded older state (0 if none did): a waiter lease, the longest
+/// expiry latchkey sets, after the server was back.
+fn restored_until(history: &History, seen_us: u64) -> u64 {
+    let facts = &history.facts;
+    let lease = facts.ttl_us.max(facts.waiter_lease_us);
+    facts
+        .faults
+        .iter()
+        .filter(|w| w.fault.restores_older_state())
+        .filter(|w| w.from_us <= seen_us && seen_us <= w.to_us + lease)
+        .map(|w| w.to_us + lease)
+        .max()
+        .unwrap_or(0)
 }
 
 /// A token no guard ever had: it may live out the expiry it had when first seen.
@@ -206,6 +226,38 @@ mod tests {
         assert!(v.violations.is_empty(), "{:?}", v.examples);
         // Renewed by someone past the lease: no fault explains that.
         let v = after_release(facts, 100_000 + lease + 2 * ORPHAN_SLACK_US);
+        assert_eq!(v.violations[&Property::Orphan], 1);
+    }
+
+    /// Released at 100 ms; a restart at 2–2.1 s loads state written while it was held
+    /// (as a replica's stored full sync can be), and its key is seen again.
+    #[test]
+    fn a_key_brought_back_by_a_restart_from_older_state_may_live_out_its_expiry() {
+        let mut facts = facts();
+        let lease = facts.waiter_lease_us;
+        for fault in [Fault::RestartFromSnapshot, Fault::RestartRedisNow] {
+            facts.faults = vec![FaultWindow {
+                fault,
+                from_us: 2_000_000,
+                to_us: 2_100_000,
+                worker: None,
+            }];
+            let mut with_run = facts.clone();
+            with_run
+                .samples
+                .push(seen(owner(0, 1), 2_150_000, 2_100_000 + lease, 300));
+            let v = check(&history(with_run, &[(None, held(0, 1, 1, (0, 100_000)))]));
+            // Only a restart that loads state can bring a key back.
+            match fault.restores_older_state() {
+                true => assert!(v.violations.is_empty(), "{fault:?}: {:?}", v.examples),
+                false => assert_eq!(v.violations[&Property::Orphan], 1, "{fault:?}"),
+            }
+        }
+        // Past the longest expiry latchkey sets, something renewed it: a violation.
+        facts.faults[0].fault = Fault::RestartFromSnapshot;
+        let late = 2_100_000 + lease + 2 * ORPHAN_SLACK_US;
+        facts.samples.push(seen(owner(0, 1), 2_150_000, late, 300));
+        let v = check(&history(facts, &[(None, held(0, 1, 1, (0, 100_000)))]));
         assert_eq!(v.violations[&Property::Orphan], 1);
     }
 
