@@ -22,6 +22,17 @@ fn role(server: &RedisServer) -> String {
     role.unwrap().trim().to_owned()
 }
 
+/// Writes "saved", snapshots, writes "later", restarts from the snapshot: only
+/// "saved" is back.
+fn restart_from_a_snapshot_between_two_writes(server: &mut RedisServer) {
+    set(server, "saved");
+    server.save().unwrap();
+    set(server, "later");
+    server.restart_from(Restart::Snapshot).unwrap();
+    assert!(has(server, "saved"));
+    assert!(!has(server, "later"));
+}
+
 #[test]
 fn an_empty_restart_forgets_even_a_saved_snapshot() {
     let mut server = RedisServer::start().unwrap();
@@ -38,23 +49,13 @@ fn an_empty_restart_forgets_even_a_saved_snapshot() {
 #[test]
 fn a_snapshot_restart_brings_back_only_what_was_saved() {
     let mut server = RedisServer::start().unwrap();
-    set(&server, "saved");
-    server.save().unwrap();
-    set(&server, "later");
-    server.restart_from(Restart::Snapshot).unwrap();
-    assert!(has(&server, "saved"));
-    assert!(!has(&server, "later"));
+    restart_from_a_snapshot_between_two_writes(&mut server);
 }
 
 #[test]
 fn a_snapshot_restart_of_an_aof_server_ignores_the_aof_then_keeps_one() {
     let mut server = RedisServer::builder().aof().start().unwrap();
-    set(&server, "saved");
-    server.save().unwrap();
-    set(&server, "later");
-    server.restart_from(Restart::Snapshot).unwrap();
-    assert!(has(&server, "saved"));
-    assert!(!has(&server, "later"));
+    restart_from_a_snapshot_between_two_writes(&mut server);
     // The append-only file is on again, rewritten from the snapshot's data.
     set(&server, "after");
     std::thread::sleep(Duration::from_millis(1500));
