@@ -144,7 +144,10 @@ impl<S: LockStore> Mutex<S> {
         self.lease
     }
 
-    /// Takes the lock if it is free, in one round trip; [`Error::Busy`] if not.
+    /// Takes the lock if it is free, in one round trip; [`Error::Busy`] if not. The
+    /// one attempt is not retried: a connection failure is returned as
+    /// [`Error::Unreachable`] (after at most the 1 s reply timeout, or the 2 s connect
+    /// timeout when the connection must be made again).
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
@@ -161,9 +164,14 @@ impl<S: LockStore> Mutex<S> {
 
     /// Waits until the lock is ours, for as long as it takes.
     ///
+    /// Transient failures (a dropped connection, a reply that timed out, a server
+    /// still loading its data after a restart) are retried with capped backoff and
+    /// logged at `warn` level; only an error that retrying cannot fix (credentials,
+    /// ACL, a key of another type) ends the wait.
+    ///
     /// Cancel-safe: dropping the future (for example under `tokio::time::timeout`)
     /// leaves no lock behind and leaves the wait queue, even if the acquire had
-    /// already reached Redis.
+    /// already reached Redis or a release had just handed the lock over.
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
@@ -175,7 +183,10 @@ impl<S: LockStore> Mutex<S> {
     }
 
     /// Waits at most `wait` for the lock; [`Error::Busy`] with the time waited if it
-    /// stayed held. Cancel-safe like [`lock`](Self::lock).
+    /// stayed held, or the last transient error if Redis could not be reached as the
+    /// wait ran out. Returns within `wait` plus a few milliseconds whatever the
+    /// network does: every round trip is cut off at the deadline (and undone in the
+    /// background). Retries and cancel safety as for [`lock`](Self::lock).
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
