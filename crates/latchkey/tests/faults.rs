@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use latchkey::store::{AcquireRequest, LockStore};
+use latchkey::store::{AcquireRequest, Attempt, LockStore};
 use latchkey::{Client, Error, OwnerToken, Ttl};
 use latchkey_testkit::{FaultProxy, NewConnections, RedisServer, Restart};
 use redis::AsyncCommands;
@@ -206,6 +206,49 @@ async fn a_waiter_rides_out_a_killed_connection() {
         Ok(guard) => assert!(guard.release().await.unwrap()),
         Err(error) => panic!("the wait gave up on a connection blip: {error}"),
     }
+}
+
+/// Item 4: a retry carries the same owner token and must find what its lost reply
+/// did. A fair first try whose reply was lost finds its lock even though a fair
+/// waiter queued since; a local pass whose reply was lost finds it done.
+#[tokio::test]
+async fn retried_requests_find_what_their_lost_replies_did() {
+    let (_server, client) = common::start().await;
+    let store = client.store();
+    let key = client.mutex("retried").unwrap().key().clone();
+    let token = || OwnerToken::generate().unwrap();
+    let (me, other, next) = (token(), token(), token());
+    let fair_once = AcquireRequest {
+        ttl: Ttl::DEFAULT,
+        fair: true,
+        queue_lease: None,
+    };
+    let queued = AcquireRequest {
+        queue_lease: Some(Ttl::new(Duration::from_secs(5)).unwrap()),
+        ..fair_once
+    };
+    let Attempt::Acquired { fence: first } = store.try_acquire(&key, &me, fair_once).await.unwrap()
+    else {
+        panic!("the lock was free");
+    };
+    let waiting = store.try_acquire(&key, &other, queued).await.unwrap();
+    assert!(matches!(waiting, Attempt::Busy { .. }), "{waiting:?}");
+    match store.try_acquire(&key, &me, fair_once).await.unwrap() {
+        Attempt::Acquired { fence } => assert!(fence > first),
+        busy => panic!("the retry did not find its own lock: {busy:?}"),
+    }
+    // The queued waiter leaves, so a pass is allowed; then the pass is retried.
+    assert!(!store.release(&key, &other, true).await.unwrap());
+    let passed = store.pass(&key, &me, &next, Ttl::DEFAULT).await.unwrap();
+    let again = store.pass(&key, &me, &next, Ttl::DEFAULT).await.unwrap();
+    assert!(
+        passed.is_some() && again > passed,
+        "{passed:?} then {again:?}"
+    );
+    assert_eq!(
+        client.store().owner(&key).await.unwrap().as_deref(),
+        Some(next.as_str())
+    );
 }
 
 /// Item 5: every companion key expires, so per-entity locks leave nothing behind:

@@ -146,8 +146,8 @@ impl<S: LockStore> Mutex<S> {
 
     /// Takes the lock if it is free, in one round trip; [`Error::Busy`] if not. The
     /// one attempt is not retried: a connection failure is returned as
-    /// [`Error::Unreachable`] (after at most the 1 s reply timeout, or the 2 s connect
-    /// timeout when the connection must be made again).
+    /// [`Error::Unreachable`], after at most about 3 s (a 2 s connect timeout when
+    /// the connection must be made again, then the 1 s reply timeout).
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
@@ -186,7 +186,8 @@ impl<S: LockStore> Mutex<S> {
     /// stayed held, or the last transient error if Redis could not be reached as the
     /// wait ran out. Returns within `wait` plus a few milliseconds whatever the
     /// network does: every round trip is cut off at the deadline (and undone in the
-    /// background). Retries and cancel safety as for [`lock`](Self::lock).
+    /// background). A zero `wait` makes one attempt, as [`try_lock`](Self::try_lock)
+    /// does. Retries and cancel safety as for [`lock`](Self::lock).
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {

@@ -175,6 +175,9 @@ async fn acquire_in_redis<S: LockStore>(
     // a transient failure, reported as such if the wait ends on it.
     let mut pttl = None;
     let mut failure: Option<Error> = None;
+    // An earlier request's outcome is unknown (its reply was lost, or it was cut off
+    // in flight): it may still land, so a later answer must not clear the hold.
+    let mut in_doubt = false;
     let mut first = true;
     loop {
         if !std::mem::take(&mut first) && wait.expired() {
@@ -193,6 +196,7 @@ async fn acquire_in_redis<S: LockStore>(
             false => wait.within(attempt).await,
         };
         let Some(answer) = answer else {
+            in_doubt = true;
             continue; // cut off at the deadline, request in flight: the hold undoes it
         };
         match answer {
@@ -201,11 +205,15 @@ async fn acquire_in_redis<S: LockStore>(
                 return Ok(Won { hold, fence, sent });
             }
             Ok(Attempt::Busy { pttl: left }) => {
-                hold.not_taken();
+                if !in_doubt {
+                    hold.not_taken();
+                }
                 (pttl, failure) = (left, None);
+                retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
             }
             Err(error) => {
-                if !error.outcome_unknown() {
+                in_doubt |= error.outcome_unknown();
+                if !in_doubt {
                     hold.not_taken();
                 }
                 if !error.is_transient() {

@@ -29,6 +29,7 @@
 --        hand a held lock straight to another owner in the same process, with a fresh
 --        lease and fencing token, unless someone waits in the queue (then they come
 --        first: the caller releases instead). Returns the new fence, or 0 if not passed.
+--        Retrying a pass whose reply was lost is safe: it finds next_token holding.
 --   'release' token leaving
 --        leaving '1' = the caller may be queued: leave the queue first. Returns 1 if
 --        the lock was ours (and is now handed to the oldest live waiter, or free),
@@ -109,28 +110,34 @@ local function next_live_waiter()
   end
 end
 
--- A first try, not queued: nothing can have been handed to us yet, so SET NX
--- answers for the common case (a free lock) in one command.
+-- The lock holds `token` already: a release handed it over, or an earlier request
+-- with this token whose reply was lost set it (callers retry a failed request with
+-- the same token). Claim it with a full lease and a new fencing token.
+local function claim(ttl, last)
+  redis.call('PEXPIRE', lock, ttl)
+  return grant_fence(last, ttl)
+end
+
+-- A first try, not queued. GET comes first: it raises WRONGTYPE for a key of another
+-- type before anything is written, and it finds a lock an earlier try already set.
 local function try_once(token, ttl, mode)
+  local holder = redis.call('GET', lock)
   local last = last_fence()
+  if holder == token then
+    return {1, claim(ttl, last)}
+  end
+  if holder then
+    return {0, redis.call('PTTL', lock)}
+  end
   if mode == 'f' then
     check_queue()
-    -- Fair: a lock with live waiters is owed to the first of them.
+    -- Fair: a free lock with live waiters is owed to the first of them.
     if next_live_waiter() then
-      return {0, redis.call('PTTL', lock)}
+      return {0, -2}
     end
   end
-  if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
-    return {1, grant_fence(last, ttl)}
-  end
-  -- GET also raises WRONGTYPE for a key of another type, which SET NX treats as taken.
-  if redis.call('GET', lock) == token then
-    -- An earlier try with this token set the lock, but its reply was lost (the
-    -- caller retries a failed attempt with the same token): the lock is ours.
-    redis.call('PEXPIRE', lock, ttl)
-    return {1, grant_fence(last, ttl)}
-  end
-  return {0, redis.call('PTTL', lock)}
+  redis.call('SET', lock, token, 'PX', ttl)
+  return {1, grant_fence(last, ttl)}
 end
 
 -- A try from the wait queue: the lock may have been handed to us, and a fair
@@ -139,10 +146,8 @@ local function try_in_line(token, ttl, mode, member, wait_ms)
   local holder = redis.call('GET', lock)
   check_queue()
   local last = last_fence()
-  -- A release handed the lock to us with a short lease: claim it with our own.
   if holder == token then
-    redis.call('PEXPIRE', lock, ttl)
-    return {1, grant_fence(last, ttl)}
+    return {1, claim(ttl, last)}
   end
   if not holder then
     -- Plain waiters may barge; fair ones only take a free lock nobody waits ahead for.
@@ -200,6 +205,10 @@ end
 local function pass(token, next_token, ttl)
   local holder = redis.call('GET', lock)
   local last = last_fence()
+  -- An earlier pass whose reply was lost made it next_token's already.
+  if holder == next_token then
+    return claim(ttl, last)
+  end
   if holder ~= token or redis.call('EXISTS', queue) == 1 then
     return 0
   end

@@ -17,8 +17,10 @@ use crate::lock::LockStatus;
 use crate::scripts;
 use crate::token::OwnerToken;
 
-/// Reconnect attempts after a dropped connection before a command fails.
-const RECONNECT_RETRIES: usize = 2;
+/// Reconnect attempts after a dropped connection before a command fails: none, since
+/// latchkey retries whole requests itself while a wait's deadline allows, and a
+/// single attempt keeps `try_lock` bounded by one connect and one reply timeout.
+const RECONNECT_RETRIES: usize = 0;
 /// Keys SCAN looks at per round trip.
 const SCAN_BATCH: u64 = 500;
 /// Shown as the node name when the user handed us a connection without an address.

@@ -21,8 +21,10 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use super::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use crate::error::{Error, Result, connection_failed};
 
-/// Pause before reconnecting a lost subscriber connection.
+/// Pause before reconnecting a lost subscriber connection; it doubles while
+/// reconnecting fails, up to the cap, so a path that fails at once is not hammered.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+const RECONNECT_PAUSE_CAP: Duration = Duration::from_secs(2);
 /// How often the subscriber checks with a PING that its connection still answers.
 const HEARTBEAT: Duration = Duration::from_secs(1);
 
@@ -265,6 +267,7 @@ async fn run(shared: Weak<Shared>, mut commands: mpsc::UnboundedReceiver<Command
 
 /// Opens the subscriber connection and resubscribes every channel still watched.
 async fn connect(shared: &Weak<Shared>) -> Option<(PubSubSink, PubSubStream)> {
+    let mut pause = RECONNECT_PAUSE;
     loop {
         let strong = shared.upgrade()?;
         let attempt = async {
@@ -293,7 +296,8 @@ async fn connect(shared: &Weak<Shared>) -> Option<(PubSubSink, PubSubStream)> {
             }
         }
         drop(strong);
-        tokio::time::sleep(RECONNECT_PAUSE).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(RECONNECT_PAUSE_CAP);
     }
 }
 
