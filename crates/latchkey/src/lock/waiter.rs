@@ -199,23 +199,20 @@ async fn acquire_in_redis<S: LockStore>(
             in_doubt = true;
             continue; // cut off at the deadline, request in flight: the hold undoes it
         };
+        in_doubt |= answer.as_ref().is_err_and(Error::outcome_unknown);
+        if !in_doubt {
+            hold.not_taken();
+        }
         match answer {
             Ok(Attempt::Acquired { fence }) => {
                 hold.state = HoldState::Held;
                 return Ok(Won { hold, fence, sent });
             }
             Ok(Attempt::Busy { pttl: left }) => {
-                if !in_doubt {
-                    hold.not_taken();
-                }
                 (pttl, failure) = (left, None);
                 retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
             }
             Err(error) => {
-                in_doubt |= error.outcome_unknown();
-                if !in_doubt {
-                    hold.not_taken();
-                }
                 if !error.is_transient() {
                     give_up(&mut hold).await;
                     return Err(error);
