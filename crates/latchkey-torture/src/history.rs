@@ -8,6 +8,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::faults::FaultWindow;
+use crate::record::HoldEnd;
 use crate::record::{Holder, Mode, Outcome, Record};
 use crate::sampler::HoldRun;
 use crate::workers::Incarnation;
@@ -65,19 +66,6 @@ pub struct Hold {
     pub end: Option<HoldEnd>,
     /// When its process was killed, if it was.
     pub killed_us: Option<u64>,
-}
-
-/// How an acquisition ended.
-#[derive(Clone, Debug)]
-pub struct HoldEnd {
-    pub section: (u64, u64),
-    pub valid_until_us: u64,
-    pub release_us: u64,
-    pub release_end_us: u64,
-    pub released: Option<bool>,
-    pub release_aborted: bool,
-    pub lost: bool,
-    pub write_accepted: Option<bool>,
 }
 
 impl Hold {
@@ -181,29 +169,9 @@ impl History {
                     },
                 );
             }
-            Record::Ended {
-                holder,
-                section,
-                valid_until_us,
-                release_us,
-                release_end_us,
-                released,
-                release_aborted,
-                lost,
-                write_accepted,
-                ..
-            } => {
+            Record::Ended { holder, end, .. } => {
                 if let Some(hold) = holds.get_mut(&holder) {
-                    hold.end = Some(HoldEnd {
-                        section,
-                        valid_until_us,
-                        release_us,
-                        release_end_us,
-                        released,
-                        release_aborted,
-                        lost,
-                        write_accepted,
-                    });
+                    hold.end = Some(end);
                 }
             }
         }

@@ -36,24 +36,32 @@ pub enum Record {
         holder: Holder,
         lock: String,
         fence: u64,
-        /// The critical section, by the wall clock.
-        section: (u64, u64),
-        /// Until when the lease surely lasted, by the holder's clock.
-        valid_until_us: u64,
-        /// When the release was sent.
-        release_us: u64,
-        /// When it returned (or was aborted, for [`Mode::AbortRelease`]).
-        release_end_us: u64,
-        /// What the release said (`None`: it failed or was aborted).
-        released: Option<bool>,
-        /// Whether the release was aborted before it answered.
-        #[serde(default)]
-        release_aborted: bool,
-        /// Whether the guard's `lost` signal had fired by then.
-        lost: bool,
-        /// The fenced write: accepted, rejected, or failed (`None`).
-        write_accepted: Option<bool>,
+        /// Logged as fields of this line, as before it had a type of its own.
+        #[serde(flatten)]
+        end: HoldEnd,
     },
+}
+
+/// How an acquisition ended.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HoldEnd {
+    /// The critical section, by the wall clock.
+    pub section: (u64, u64),
+    /// Until when the lease surely lasted, by the holder's clock.
+    pub valid_until_us: u64,
+    /// When the release was sent.
+    pub release_us: u64,
+    /// When it returned (or was aborted, for [`Mode::AbortRelease`]).
+    pub release_end_us: u64,
+    /// What the release said (`None`: it failed or was aborted).
+    pub released: Option<bool>,
+    /// Whether the release was aborted before it answered.
+    #[serde(default)]
+    pub release_aborted: bool,
+    /// Whether the guard's `lost` signal had fired by then.
+    pub lost: bool,
+    /// The fenced write: accepted, rejected, or failed (`None`).
+    pub write_accepted: Option<bool>,
 }
 
 /// How a worker asks for a lock, and where it cancels.

@@ -13,7 +13,7 @@ use redis::aio::MultiplexedConnection;
 
 use crate::WorkerArgs;
 use crate::attempt::{attempt, release_aborted, release_to_aborted_waiter};
-use crate::record::{Holder, Mode, Outcome, Record, now_us, wall_us};
+use crate::record::{HoldEnd, Holder, Mode, Outcome, Record, now_us, wall_us};
 
 /// Share of acquisitions that take a fixed lease and then outlive it, as a process
 /// stalled by a long GC pause would.
@@ -183,14 +183,16 @@ impl Section {
             holder: self.holder,
             lock: self.lock,
             fence,
-            section: (section_start, section_end),
-            valid_until_us: wall_us(valid_until),
-            release_us,
-            release_end_us,
-            released,
-            release_aborted: aborted,
-            lost,
-            write_accepted,
+            end: HoldEnd {
+                section: (section_start, section_end),
+                valid_until_us: wall_us(valid_until),
+                release_us,
+                release_end_us,
+                released,
+                release_aborted: aborted,
+                lost,
+                write_accepted,
+            },
         });
     }
 }

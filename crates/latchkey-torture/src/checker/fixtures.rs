@@ -2,7 +2,7 @@
 
 use super::{Verdict, check};
 use crate::history::{History, RunFacts};
-use crate::record::{Holder, Mode, Outcome, Record};
+use crate::record::{HoldEnd, Holder, Mode, Outcome, Record};
 
 /// The lease of every fixture lock, µs.
 pub const TTL: u64 = 300_000;
@@ -57,14 +57,16 @@ pub fn held(worker: usize, seq: u64, fence: u64, valid: (u64, u64)) -> Vec<Recor
             holder,
             lock: "l".into(),
             fence,
-            section: valid,
-            valid_until_us: valid.1,
-            release_us: valid.1,
-            release_end_us: valid.1,
-            released: Some(true),
-            release_aborted: false,
-            lost: false,
-            write_accepted: Some(true),
+            end: HoldEnd {
+                section: valid,
+                valid_until_us: valid.1,
+                release_us: valid.1,
+                release_end_us: valid.1,
+                released: Some(true),
+                release_aborted: false,
+                lost: false,
+                write_accepted: Some(true),
+            },
         },
     ]
 }
