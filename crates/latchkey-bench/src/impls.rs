@@ -89,8 +89,12 @@ impl Locker {
     pub(crate) async fn lock(&self, key: &str) -> Result<Held, BenchError> {
         match self {
             Locker::Latchkey { client, fair } => {
-                let mutex = client.mutex(key)?.with_ttl(TTL)?;
-                let mutex = if *fair { mutex.fair() } else { mutex };
+                let mutex = client.mutex(key)?.with_lease(latchkey::Lease::fixed(TTL)?);
+                let mutex = if *fair {
+                    mutex.with_fairness(latchkey::Fairness::Fair)
+                } else {
+                    mutex
+                };
                 Ok(Held::Latchkey(mutex.lock().await?))
             }
             Locker::Raw(conn) => raw_lock(conn.clone(), key).await,

@@ -8,7 +8,7 @@
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use latchkey::MutexGuard;
+use latchkey::{Fairness, Lease, MutexGuard};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -26,10 +26,14 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     let client = connect::client(global).await?;
-    let mut mutex = client.mutex(&args.name)?.with_watchdog(args.ttl)?;
-    if args.fair {
-        mutex = mutex.fair();
-    }
+    let fairness = match args.fair {
+        true => Fairness::Fair,
+        false => Fairness::Plain,
+    };
+    let mutex = client
+        .mutex(&args.name)?
+        .with_lease(Lease::renewed(args.ttl)?)
+        .with_fairness(fairness);
     let guard = match (args.no_wait, args.wait) {
         (true, _) => mutex.try_lock().await?,
         (false, Some(wait)) => mutex.lock_timeout(wait).await?,

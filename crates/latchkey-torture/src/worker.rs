@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use latchkey::{Client, Mutex, MutexGuard};
+use latchkey::{Client, Lease, Mutex, MutexGuard, Ttl};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
@@ -136,11 +136,16 @@ async fn task_loop(mut shared: Shared, mut holder: Holder) {
 /// The lock as this acquisition wants it: renewed, or a fixed lease it will outlive.
 fn mutex(shared: &Shared, lock: &str, outlive: bool) -> Option<Mutex> {
     let mutex = shared.client.mutex(lock).ok()?;
-    let mutex = match outlive {
-        true => mutex.with_ttl(shared.args.ttl),
-        false => mutex.with_watchdog(shared.args.ttl),
+    let lease = match outlive {
+        true => Lease::fixed(shared.args.ttl),
+        false => Lease::renewed(shared.args.ttl),
     };
-    mutex.ok()?.with_waiter_lease(WAITER_LEASE).ok()
+    let waiter_lease = Ttl::new(WAITER_LEASE).ok()?;
+    Some(
+        mutex
+            .with_lease(lease.ok()?)
+            .with_waiter_lease(waiter_lease),
+    )
 }
 
 /// One critical section, from the acquisition to the end of the release.

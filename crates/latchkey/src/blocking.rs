@@ -15,16 +15,36 @@
 //! guard.release()?;
 //! # Ok::<(), latchkey::Error>(())
 //! ```
+//!
+//! Every method of the async API is here, with the same name and meaning, except
+//! where synchronous code cannot do the same thing:
+//!
+//! - [`Mutex::with_lock`] takes a closure and cannot cancel it when the lease is
+//!   lost (synchronous code cannot be interrupted): check
+//!   [`MutexGuard::is_lost`] between steps; the result is [`Error::LeaseLost`] if
+//!   the lease was lost by the time the closure returned.
+//! - A guard has no `lost()` future: poll [`MutexGuard::is_lost`], or hand
+//!   [`MutexGuard::lost_token`] to another thread.
+//! - Dropping a [`MutexGuard`] releases the lock *before* the drop returns (the
+//!   async guard releases in the background).
+//! - A waiting call cannot be cancelled from outside: use
+//!   [`Mutex::lock_timeout`] to bound it.
+//! - The store is always a [`SingleNode`](crate::store::SingleNode) opened by URL or
+//!   from a redis-rs client.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::runtime::{Handle, Runtime};
+use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::key::LockKey;
-use crate::lock::LockStatus;
+use crate::key::{LockKey, Prefix};
+use crate::lease::{Lease, Ttl};
+use crate::lock::{Fairness, LockStatus};
+use crate::ratelimit::Decision;
+use crate::token::OwnerToken;
 
 /// Blocking twin of [`crate::Client`].
 ///
@@ -39,25 +59,153 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to one Redis server by URL.
+    /// Connects to one Redis server by URL (see [`crate::Client::open`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::open`], and [`Error::Runtime`] if the runtime cannot start.
+    ///
+    /// ```no_run
+    /// let client = latchkey::blocking::Client::open("redis://127.0.0.1:6379")?;
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
     pub fn open(url: &str) -> Result<Self> {
         let runtime = Arc::new(OwnedRuntime::start()?);
         let inner = block_on(&runtime, crate::Client::open(url))??;
         Ok(Client { inner, runtime })
     }
 
+    /// Connects through a redis-rs client the application already configured (a
+    /// private CA, a client certificate …); see [`crate::Client::from_redis_client`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::from_redis_client`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// let redis = latchkey::redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let client = latchkey::blocking::Client::from_redis_client(redis)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_redis_client(client: redis::Client) -> Result<Self> {
+        let runtime = Arc::new(OwnedRuntime::start()?);
+        let inner = block_on(&runtime, crate::Client::from_redis_client(client))??;
+        Ok(Client { inner, runtime })
+    }
+
     /// The same client with every lock name prefixed by `prefix`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a prefix [`Prefix`] refuses.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let client = client.with_prefix("billing:")?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_prefix(mut self, prefix: &str) -> Result<Self> {
         self.inner = self.inner.with_prefix(prefix)?;
         Ok(self)
     }
 
-    /// A handle to the lock called `name`.
+    /// The key prefix.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) {
+    /// println!("locks live under {:?}", client.prefix().as_str());
+    /// # }
+    /// ```
+    pub fn prefix(&self) -> &Prefix {
+        self.inner.prefix()
+    }
+
+    /// A handle to the lock called `name` (see [`crate::Client::mutex`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an invalid name.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let mutex = client.mutex("deploy")?;
+    /// # Ok(()) }
+    /// ```
     pub fn mutex(&self, name: &str) -> Result<Mutex> {
         Ok(Mutex {
             inner: self.inner.mutex(name)?,
             runtime: self.runtime.clone(),
         })
+    }
+
+    /// The locks whose names match `pattern`, with their status (see
+    /// [`crate::Client::list`]).
+    ///
+    /// # Errors
+    ///
+    /// Redis errors, as for every call.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// for (name, status) in client.list("*")? {
+    ///     println!("{name}: held {}", status.is_held());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn list(&self, pattern: &str) -> Result<Vec<(String, LockStatus)>> {
+        block_on(&self.runtime, self.inner.list(pattern))?
+    }
+
+    /// A fixed-window rate limit: `limit` calls per `per` (see
+    /// [`crate::Client::fixed_window`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an invalid name, a zero limit or window.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let sms = client.fixed_window("sms:+15551234567", 1, std::time::Duration::from_secs(60))?;
+    /// if !sms.check()?.allowed { println!("too soon"); }
+    /// # Ok(()) }
+    /// ```
+    pub fn fixed_window(&self, name: &str, limit: u64, per: Duration) -> Result<FixedWindow> {
+        Ok(FixedWindow {
+            inner: self.inner.fixed_window(name, limit, per)?,
+            runtime: self.runtime.clone(),
+        })
+    }
+}
+
+/// Blocking twin of [`crate::ratelimit::FixedWindow`].
+///
+/// ```no_run
+/// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+/// let quota = client.fixed_window("downloads:10.0.0.7", 5, std::time::Duration::from_secs(600))?;
+/// let decision = quota.check()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct FixedWindow {
+    inner: crate::ratelimit::FixedWindow,
+    runtime: Arc<OwnedRuntime>,
+}
+
+impl FixedWindow {
+    /// Counts one call and says whether it is allowed.
+    ///
+    /// # Errors
+    ///
+    /// Redis errors (unreachable, ACL …).
+    ///
+    /// ```no_run
+    /// # fn demo(quota: latchkey::blocking::FixedWindow) -> latchkey::Result<()> {
+    /// let decision = quota.check()?;
+    /// println!("{} left", decision.remaining());
+    /// # Ok(()) }
+    /// ```
+    pub fn check(&self) -> Result<Decision> {
+        block_on(&self.runtime, self.inner.check())?
     }
 }
 
@@ -65,7 +213,8 @@ impl Client {
 ///
 /// ```no_run
 /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
-/// let mutex = client.mutex("cart:1")?.with_ttl(std::time::Duration::from_secs(5))?;
+/// let lease = latchkey::Lease::fixed(std::time::Duration::from_secs(5))?;
+/// let mutex = client.mutex("cart:1")?.with_lease(lease);
 /// let guard = mutex.try_lock()?;
 /// # Ok(()) }
 /// ```
@@ -76,52 +225,195 @@ pub struct Mutex {
 }
 
 impl Mutex {
-    /// The same lock with another lease length.
-    pub fn with_ttl(mut self, ttl: Duration) -> Result<Self> {
-        self.inner = self.inner.with_ttl(ttl)?;
-        Ok(self)
+    /// The same lock with another [`Lease`] (see [`crate::Mutex::with_lease`]).
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
+    /// let mutex = mutex.with_lease(latchkey::Lease::renewed(std::time::Duration::from_secs(10))?);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_lease(mut self, lease: Lease) -> Self {
+        self.inner = self.inner.with_lease(lease);
+        self
     }
 
-    /// The same lock with a lease renewed in the background every `ttl / 3`.
-    pub fn with_watchdog(mut self, ttl: Duration) -> Result<Self> {
-        self.inner = self.inner.with_watchdog(ttl)?;
-        Ok(self)
+    /// The same lock with another [`Fairness`] (see [`crate::Mutex::with_fairness`]).
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) {
+    /// let mutex = mutex.with_fairness(latchkey::Fairness::Fair);
+    /// # }
+    /// ```
+    pub fn with_fairness(mut self, fairness: Fairness) -> Self {
+        self.inner = self.inner.with_fairness(fairness);
+        self
     }
 
-    /// The same lock, strictly FIFO across processes.
-    pub fn fair(mut self) -> Self {
-        self.inner = self.inner.fair();
+    /// How long a dead waiter keeps its place (see [`crate::Mutex::with_waiter_lease`]).
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
+    /// let mutex = mutex.with_waiter_lease(latchkey::Ttl::new(std::time::Duration::from_secs(10))?);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_waiter_lease(mut self, lease: Ttl) -> Self {
+        self.inner = self.inner.with_waiter_lease(lease);
         self
     }
 
     /// The lock's Redis key.
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) {
+    /// println!("{}", mutex.key());
+    /// # }
+    /// ```
     pub fn key(&self) -> &LockKey {
         self.inner.key()
     }
 
+    /// The lease each acquisition gets.
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) {
+    /// println!("{:?}", mutex.lease().ttl());
+    /// # }
+    /// ```
+    pub fn lease(&self) -> Lease {
+        self.inner.lease()
+    }
+
+    /// Whether the lock is plain or fair.
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) {
+    /// println!("{:?}", mutex.fairness());
+    /// # }
+    /// ```
+    pub fn fairness(&self) -> Fairness {
+        self.inner.fairness()
+    }
+
     /// Holder (mask it before display), remaining lease, last fence, waiters.
+    ///
+    /// # Errors
+    ///
+    /// Redis errors; [`Error::WrongType`] if the key is not a lock.
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
+    /// println!("{} waiting", mutex.status()?.waiters);
+    /// # Ok(()) }
+    /// ```
     pub fn status(&self) -> Result<LockStatus> {
         block_on(&self.runtime, self.inner.status())?
     }
 
-    /// Takes the lock if it is free; [`Error::Busy`] if not.
+    /// Takes the lock if it is free (see [`crate::Mutex::try_lock`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`] if it is held; Redis errors.
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
+    /// match mutex.try_lock() {
+    ///     Ok(guard) => { guard.release()?; }
+    ///     Err(latchkey::Error::Busy { .. }) => println!("busy"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_lock(&self) -> Result<MutexGuard> {
         self.guard(block_on(&self.runtime, self.inner.try_lock())?)
     }
 
-    /// Blocks until the lock is ours.
+    /// Blocks until the lock is ours (see [`crate::Mutex::lock`]).
+    ///
+    /// # Errors
+    ///
+    /// Only errors retrying cannot fix (credentials, ACL, a key of another type).
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
+    /// let guard = mutex.lock()?;
+    /// # Ok(()) }
+    /// ```
     pub fn lock(&self) -> Result<MutexGuard> {
         self.guard(block_on(&self.runtime, self.inner.lock())?)
     }
 
-    /// Blocks at most `wait` for the lock.
+    /// Blocks at most `wait` for the lock (see [`crate::Mutex::lock_timeout`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`] if it stayed held; the last transient error if Redis could not
+    /// be reached as the wait ran out.
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
+    /// let guard = mutex.lock_timeout(std::time::Duration::from_secs(10))?;
+    /// # Ok(()) }
+    /// ```
     pub fn lock_timeout(&self, wait: Duration) -> Result<MutexGuard> {
         self.guard(block_on(&self.runtime, self.inner.lock_timeout(wait))?)
     }
 
-    /// Whether anybody holds the lock right now.
+    /// Runs `work` under the lock and releases it after. Unlike the async
+    /// [`crate::Mutex::with_lock`], `work` is not cancelled when the lease is lost:
+    /// check [`MutexGuard::is_lost`] between its steps.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock); [`Error::LeaseLost`] if the lease was lost before
+    /// `work` returned (its result is dropped: it ran unprotected).
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
+    /// let fence = mutex.with_lock(|guard| guard.fence())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_lock<T>(&self, work: impl FnOnce(&MutexGuard) -> T) -> Result<T> {
+        let guard = self.lock()?;
+        let value = work(&guard);
+        if guard.is_lost() || !guard.release()? {
+            return Err(Error::LeaseLost {
+                key: self.key().to_string(),
+            });
+        }
+        Ok(value)
+    }
+
+    /// Whether anybody (latchkey or another library) holds the lock right now.
+    ///
+    /// # Errors
+    ///
+    /// Redis errors.
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
+    /// if mutex.is_locked()? { println!("busy"); }
+    /// # Ok(()) }
+    /// ```
     pub fn is_locked(&self) -> Result<bool> {
         block_on(&self.runtime, self.inner.is_locked())?
+    }
+
+    /// Breaks the lock whoever holds it (see [`crate::Mutex::force_release`]).
+    ///
+    /// # Errors
+    ///
+    /// Redis errors; [`Error::Busy`] if the lock kept changing hands.
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
+    /// if let Some(was) = mutex.force_release()? {
+    ///     println!("broke the lock of {:?}", was.masked_holder());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn force_release(&self) -> Result<Option<LockStatus>> {
+        block_on(&self.runtime, self.inner.force_release())?
     }
 
     fn guard(&self, taken: Result<crate::MutexGuard>) -> Result<MutexGuard> {
@@ -145,44 +437,171 @@ impl Mutex {
 #[derive(Debug)]
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct MutexGuard {
-    // Always `Some` until `release` or `drop` takes it.
+    // `Some` for the guard's whole life: only `release` and `drop` take it, and
+    // neither leaves a guard behind.
     inner: Option<crate::MutexGuard>,
     runtime: Arc<OwnedRuntime>,
 }
 
 impl MutexGuard {
+    fn inner(&self) -> &crate::MutexGuard {
+        self.inner
+            .as_ref()
+            .expect("a blocking guard holds its async guard until released or dropped")
+    }
+
+    /// Takes the lock again through this guard (see [`crate::MutexGuard::reenter`]).
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
+    /// let outer = mutex.lock()?;
+    /// let inner = outer.reenter();
+    /// assert_eq!(outer.hold_count(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn reenter(&self) -> Self {
+        MutexGuard {
+            inner: Some(self.inner().reenter()),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// How many guards hold this acquisition (1 unless re-entered).
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) {
+    /// assert_eq!(guard.hold_count(), 1);
+    /// # }
+    /// ```
+    pub fn hold_count(&self) -> usize {
+        self.inner().hold_count()
+    }
+
     /// The fencing token (see [`crate::MutexGuard::fence`]).
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) {
+    /// println!("write with fence {}", guard.fence());
+    /// # }
+    /// ```
     pub fn fence(&self) -> u64 {
-        self.inner.as_ref().map_or(0, crate::MutexGuard::fence)
+        self.inner().fence()
+    }
+
+    /// The lock's Redis key.
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) {
+    /// println!("{}", guard.key());
+    /// # }
+    /// ```
+    pub fn key(&self) -> &LockKey {
+        self.inner().key()
+    }
+
+    /// This holder's owner token (its `Debug` output is masked).
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) {
+    /// println!("{:?}", guard.owner());
+    /// # }
+    /// ```
+    pub fn owner(&self) -> &OwnerToken {
+        self.inner().owner()
     }
 
     /// Whether the lease is known lost or has run out by our clock.
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) {
+    /// if guard.is_lost() { eprintln!("stop: the lock no longer protects us"); }
+    /// # }
+    /// ```
     pub fn is_lost(&self) -> bool {
-        self.inner.as_ref().is_none_or(crate::MutexGuard::is_lost)
+        self.inner().is_lost()
+    }
+
+    /// The `lost` signal as a token another thread can check or wait on.
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) {
+    /// let lost = guard.lost_token();
+    /// std::thread::spawn(move || while !lost.is_cancelled() { /* work */ });
+    /// # }
+    /// ```
+    pub fn lost_token(&self) -> CancellationToken {
+        self.inner().lost_token()
     }
 
     /// How much longer the lease surely lasts, by our clock.
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) {
+    /// println!("{:?} left", guard.validity());
+    /// # }
+    /// ```
     pub fn validity(&self) -> Duration {
-        self.inner
-            .as_ref()
-            .map_or(Duration::ZERO, crate::MutexGuard::validity)
+        self.inner().validity()
     }
 
-    /// Resets the lease to `ttl`; [`Error::LeaseLost`] if the lock is gone.
+    /// The instant until which the lease surely lasts, by our clock.
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) {
+    /// assert!(guard.valid_until() > std::time::Instant::now());
+    /// # }
+    /// ```
+    pub fn valid_until(&self) -> Instant {
+        self.inner().valid_until()
+    }
+
+    /// Resets the lease to `ttl` from now (see [`crate::MutexGuard::extend`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] if the lock is gone; [`Error::InvalidArgument`] for an
+    /// invalid `ttl`; Redis errors.
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) -> latchkey::Result<()> {
+    /// guard.extend(std::time::Duration::from_secs(30))?;
+    /// # Ok(()) }
+    /// ```
     pub fn extend(&self, ttl: Duration) -> Result<()> {
-        let guard = self.inner.as_ref().ok_or_else(released)?;
-        block_on(&self.runtime, guard.extend(ttl))?
+        block_on(&self.runtime, self.inner().extend(ttl))?
     }
 
     /// Asks Redis whether the lock is still ours.
+    ///
+    /// # Errors
+    ///
+    /// Redis errors.
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) -> latchkey::Result<()> {
+    /// assert!(guard.is_held()?);
+    /// # Ok(()) }
+    /// ```
     pub fn is_held(&self) -> Result<bool> {
-        let guard = self.inner.as_ref().ok_or_else(released)?;
-        block_on(&self.runtime, guard.is_held())?
+        block_on(&self.runtime, self.inner().is_held())?
     }
 
-    /// Frees the lock; `Ok(true)` when it was still ours.
+    /// Frees the lock; `Ok(true)` when it was still ours (see
+    /// [`crate::MutexGuard::release`]).
+    ///
+    /// # Errors
+    ///
+    /// Redis errors; the lock is then released when its lease ends.
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) -> latchkey::Result<()> {
+    /// if !guard.release()? { eprintln!("the lease had run out"); }
+    /// # Ok(()) }
+    /// ```
     pub fn release(mut self) -> Result<bool> {
-        let guard = self.inner.take().ok_or_else(released)?;
+        let Some(guard) = self.inner.take() else {
+            return Ok(false);
+        };
         block_on(&self.runtime, guard.release())?
     }
 }
@@ -212,9 +631,7 @@ impl OwnedRuntime {
             .thread_name("latchkey-blocking")
             .enable_all()
             .build()
-            .map_err(|e| {
-                Error::InvalidArgument(format!("could not start latchkey's runtime: {e}"))
-            })?;
+            .map_err(|e| Error::Runtime(format!("could not start: {e}")))?;
         Ok(OwnedRuntime(Some(runtime)))
     }
 }
@@ -237,9 +654,10 @@ where
     F: Future + Send,
     F::Output: Send,
 {
-    let runtime = runtime.0.as_ref().ok_or_else(|| {
-        Error::InvalidArgument("latchkey's blocking runtime has shut down".to_owned())
-    })?;
+    let runtime = runtime
+        .0
+        .as_ref()
+        .ok_or_else(|| Error::Runtime("it has shut down".to_owned()))?;
     if Handle::try_current().is_err() {
         return Ok(runtime.block_on(future));
     }
@@ -247,10 +665,6 @@ where
         scope
             .spawn(|| runtime.block_on(future))
             .join()
-            .map_err(|_| Error::InvalidArgument("a latchkey blocking call panicked".to_owned()))
+            .map_err(|_| Error::Runtime("a blocking call panicked".to_owned()))
     })
-}
-
-fn released() -> Error {
-    Error::InvalidArgument("the guard was already released".to_owned())
 }

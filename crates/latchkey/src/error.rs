@@ -4,6 +4,13 @@ use std::time::Duration;
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
+/// What an ACL user needs, as `ACL SETUSER` rules; `P` stands for the key prefix.
+/// The scripts run as the user, so every command they call is listed. The README's
+/// ACL line is the same, and a test runs every CLI command through a user made from it.
+const ACL_NEEDS: &str = "resetkeys ~P* ~{P* resetchannels &P* &{P* -@all +ping +select +get +scan \
+     +evalsha +script|load +subscribe +unsubscribe +publish +time +del +exists +incr +set \
+     +pexpire +pttl +zadd +zcard +zrange +zrem +zscore";
+
 /// `Result` with latchkey's [`Error`].
 ///
 /// ```
@@ -58,7 +65,7 @@ pub enum Error {
         node: String,
         /// What the connection reported.
         #[source]
-        source: RedisError,
+        source: Cause,
     },
 
     /// The server refused the credentials (wrong password or ACL user).
@@ -70,12 +77,13 @@ pub enum Error {
 
     /// The ACL user may not run a command or touch a key latchkey needs.
     #[error(
-        "Redis at {node} denied a command by ACL: {detail} (the user needs EVALSHA, SCRIPT LOAD, GET and the lock's keys)"
+        "Redis at {node} denied a command by ACL ({detail}); the user needs the ACL rules \
+         `{ACL_NEEDS}`, where P is the key prefix"
     )]
     AclDenied {
         /// The server's address.
         node: String,
-        /// The server's message.
+        /// The server's message (which does not always name the command).
         detail: String,
     },
 
@@ -109,10 +117,34 @@ pub enum Error {
     Redis {
         /// The server's address.
         node: String,
-        /// The error as redis-rs reported it.
+        /// What the server answered.
         #[source]
-        source: RedisError,
+        source: Cause,
     },
+
+    /// Something answered at the address, but not in the Redis protocol: an HTTP
+    /// server, a database of another kind, or the wrong port.
+    #[error("{node} is not a Redis server: its reply is not the Redis protocol (wrong port?)")]
+    NotRedis {
+        /// The server's address.
+        node: String,
+    },
+
+    /// The TLS handshake failed: the server does not speak TLS on that port, or its
+    /// certificate is not trusted (for a private CA, build the client with
+    /// [`redis::Client::build_with_tls`] and [`Client::from_redis_client`](crate::Client::from_redis_client)).
+    #[error("TLS with Redis at {node} failed: {detail}")]
+    Tls {
+        /// The server's address.
+        node: String,
+        /// What went wrong.
+        detail: String,
+    },
+
+    /// The blocking API's own runtime could not start, has shut down, or a call on
+    /// it panicked.
+    #[error("latchkey's blocking runtime failed: {0}")]
+    Runtime(String),
 }
 
 impl Error {
@@ -126,16 +158,26 @@ impl Error {
                 key: key.to_owned(),
             };
         }
+        if is_acl_denial(&source) {
+            let detail = source.detail().unwrap_or("no detail").trim().to_owned();
+            return Error::AclDenied { node, detail };
+        }
+        if let Some(detail) = tls_failure(&source) {
+            return Error::Tls { node, detail };
+        }
         match source.kind() {
             ErrorKind::AuthenticationFailed => Error::AuthFailed { node },
-            ErrorKind::Server(ServerErrorKind::NoPerm) => Error::AclDenied {
-                node,
-                detail: source.detail().unwrap_or("no detail").to_owned(),
-            },
             ErrorKind::Server(ServerErrorKind::ReadOnly) => Error::ReadOnly { node },
-            _ if connection_failed(&source) => Error::Unreachable { node, source },
+            ErrorKind::Parse => Error::NotRedis { node },
+            _ if connection_failed(&source) => Error::Unreachable {
+                node,
+                source: Cause(source),
+            },
             _ if is_auth_refusal(&source) => Error::AuthFailed { node },
-            _ => Error::Redis { node, source },
+            _ => Error::Redis {
+                node,
+                source: Cause(source),
+            },
         }
     }
 
@@ -157,7 +199,7 @@ impl Error {
         match self {
             Error::Busy { .. } | Error::Unreachable { .. } => true,
             Error::Redis { source, .. } => matches!(
-                source.kind(),
+                source.0.kind(),
                 ErrorKind::Server(
                     ServerErrorKind::BusyLoading
                         | ServerErrorKind::TryAgain
@@ -167,6 +209,33 @@ impl Error {
             ),
             _ => false,
         }
+    }
+}
+
+/// What the connection or the server reported, behind an opaque type so that
+/// latchkey's API does not change with redis-rs's: display it, or log it.
+///
+/// ```
+/// fn log(error: &latchkey::Error) {
+///     if let latchkey::Error::Unreachable { node, source } = error {
+///         eprintln!("{node}: {source}");
+///     }
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Cause(RedisError);
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Cause {}
+
+impl Cause {
+    pub(crate) fn is_timeout(&self) -> bool {
+        self.0.is_timeout()
     }
 }
 
@@ -180,6 +249,32 @@ pub(crate) fn connection_failed(err: &RedisError) -> bool {
 /// the only thing every version agrees on.
 fn is_wrong_type(err: &RedisError) -> bool {
     err.code() == Some("WRONGTYPE") || err.to_string().contains("WRONGTYPE")
+}
+
+/// A NOPERM reply, or (inside a script, where redis 7 reports it as ERR) the text
+/// of one: a command, key or channel the user may not touch.
+fn is_acl_denial(err: &RedisError) -> bool {
+    let text = err.to_string();
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm)
+        || text.contains("can't run this command")
+        || text.contains("No permissions to access")
+}
+
+/// A certificate the server sent that we do not trust, or a handshake that failed.
+fn tls_failure(err: &RedisError) -> Option<String> {
+    let text = err.to_string();
+    let is_tls = [
+        "certificate",
+        "CertificateUnknown",
+        "TLS",
+        "tls handshake",
+        "HandshakeFailure",
+    ]
+    .iter()
+    .any(|mark| text.contains(mark));
+    is_tls.then(|| {
+        format!("{text} (for a private CA use the CA's certificate: `--tls-ca FILE` in the CLI)")
+    })
 }
 
 /// Depending on the server version and the handshake step, a bad password comes back

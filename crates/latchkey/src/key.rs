@@ -129,12 +129,7 @@ impl std::fmt::Display for LockKey {
 
 /// Whether `key` is one of latchkey's companion keys (a fencing counter, a wait
 /// queue …) rather than a lock.
-///
-/// ```
-/// assert!(latchkey::is_companion_key("{app:job}:lk:fence"));
-/// assert!(!latchkey::is_companion_key("app:job"));
-/// ```
-pub fn is_companion_key(key: &str) -> bool {
+pub(crate) fn is_companion_key(key: &str) -> bool {
     COMPANION_KINDS.iter().any(|kind| {
         key.strip_suffix(kind)
             .is_some_and(|rest| rest.ends_with(":lk:"))

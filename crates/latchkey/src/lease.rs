@@ -48,6 +48,17 @@ impl Ttl {
         Ok(Ttl(Duration::from_millis(ttl.as_millis() as u64)))
     }
 
+    /// Checks `ttl` as [`new`](Self::new) does, and that it is at least `min`
+    /// (`what` names the value in the error).
+    pub(crate) fn at_least(ttl: Duration, min: Duration, what: &str) -> Result<Self> {
+        if ttl < min {
+            return Err(Error::InvalidArgument(format!(
+                "{what} of {ttl:?} is too short; the least is {min:?}"
+            )));
+        }
+        Ttl::new(ttl)
+    }
+
     /// The lease in whole milliseconds (sub-millisecond parts are dropped).
     pub fn as_millis(self) -> u64 {
         // Cannot truncate: MAX_TTL is far below u64::MAX milliseconds.
@@ -61,7 +72,7 @@ impl Ttl {
 
     /// The allowance for clock-rate differences between us and Redis:
     /// 1 % of the lease plus 2 ms, as in the Redlock algorithm.
-    pub fn drift(self) -> Duration {
+    pub(crate) fn drift(self) -> Duration {
         self.0 / 100 + Duration::from_millis(2)
     }
 
@@ -88,37 +99,101 @@ impl TryFrom<Duration> for Ttl {
     }
 }
 
-/// Whether a held lock's lease is renewed in the background.
+/// How a lock is held: for a fixed lease, or for a lease a watchdog renews while
+/// the guard lives (the default: 30 s, renewed every 10 s).
+///
+/// A renewed lease must be at least 100 ms: the watchdog renews every third of it,
+/// and a shorter one would be lost to one slow round trip. A fixed lease must be at
+/// least 10 ms, so it outlasts the drift allowance it is checked with.
 ///
 /// ```
 /// use std::time::Duration;
-/// use latchkey::{LeaseMode, Ttl};
+/// use latchkey::Lease;
 ///
-/// let fixed = LeaseMode::Fixed(Ttl::new(Duration::from_secs(5))?);
+/// let fixed = Lease::fixed(Duration::from_secs(5))?;
 /// assert_eq!(fixed.ttl().as_millis(), 5_000);
-/// assert_eq!(LeaseMode::default(), LeaseMode::Renewed(Ttl::DEFAULT));
+/// assert!(!fixed.is_renewed());
+/// assert_eq!(Lease::default(), Lease::renewed(Duration::from_secs(30))?);
+/// assert!(Lease::renewed(Duration::from_millis(1)).is_err()); // too short to renew
 /// # Ok::<(), latchkey::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LeaseMode {
-    /// The lease runs out `ttl` after the acquire unless the holder extends it.
-    Fixed(Ttl),
-    /// A watchdog renews the lease every `ttl / 3` for as long as the guard lives,
-    /// and fires the guard's `lost` signal if a renewal fails.
-    Renewed(Ttl),
+pub struct Lease {
+    ttl: Ttl,
+    renewed: bool,
 }
 
-impl LeaseMode {
+impl Lease {
+    /// The shortest lease a watchdog renews: it renews every third of the lease,
+    /// and a few tens of ms must be left for the round trip.
+    pub const MIN_RENEWED: Duration = Duration::from_millis(100);
+    /// The shortest fixed lease: it must outlast the drift allowance (2 ms + 1 %)
+    /// it is checked with, or it would count as lost the moment it is granted.
+    pub const MIN_FIXED: Duration = Duration::from_millis(10);
+
+    /// A lease of `ttl` that runs out `ttl` after the acquire unless the holder
+    /// extends it ([`MutexGuard::extend`](crate::MutexGuard::extend)); the guard's
+    /// `lost` signal fires when it runs out.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] below [`MIN_FIXED`](Self::MIN_FIXED) or above ten years.
+    ///
+    /// ```
+    /// let lease = latchkey::Lease::fixed(std::time::Duration::from_millis(500))?;
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn fixed(ttl: Duration) -> Result<Self> {
+        Ok(Lease {
+            ttl: Ttl::at_least(ttl, Self::MIN_FIXED, "a fixed lease")?,
+            renewed: false,
+        })
+    }
+
+    /// A lease of `ttl` that a watchdog renews every `ttl / 3` for as long as the
+    /// guard lives; if a renewal finds the lock gone, or Redis does not answer before
+    /// the lease would end, the guard's `lost` signal fires.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] below [`MIN_RENEWED`](Self::MIN_RENEWED) or above ten years.
+    ///
+    /// ```
+    /// let lease = latchkey::Lease::renewed(std::time::Duration::from_secs(10))?;
+    /// assert!(lease.is_renewed());
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn renewed(ttl: Duration) -> Result<Self> {
+        Ok(Lease {
+            ttl: Ttl::at_least(ttl, Self::MIN_RENEWED, "a renewed lease")?,
+            renewed: true,
+        })
+    }
+
     /// The lease length.
+    ///
+    /// ```
+    /// assert_eq!(latchkey::Lease::default().ttl(), latchkey::Ttl::DEFAULT);
+    /// ```
     pub fn ttl(self) -> Ttl {
-        match self {
-            LeaseMode::Fixed(ttl) | LeaseMode::Renewed(ttl) => ttl,
-        }
+        self.ttl
+    }
+
+    /// Whether a watchdog renews the lease.
+    ///
+    /// ```
+    /// assert!(latchkey::Lease::default().is_renewed());
+    /// ```
+    pub fn is_renewed(self) -> bool {
+        self.renewed
     }
 }
 
-impl Default for LeaseMode {
+impl Default for Lease {
     fn default() -> Self {
-        LeaseMode::Renewed(Ttl::DEFAULT)
+        Lease {
+            ttl: Ttl::DEFAULT,
+            renewed: true,
+        }
     }
 }

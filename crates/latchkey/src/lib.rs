@@ -30,6 +30,11 @@
 //! described in [`LockKey`] and in the `scripts/` folder of the source.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+/// The redis-rs crate latchkey is built on, so a critical section can touch data
+/// with the same version: `latchkey::redis::AsyncCommands`.
+pub use redis;
 
 pub mod blocking;
 mod client;
@@ -43,8 +48,8 @@ pub mod store;
 mod token;
 
 pub use client::Client;
-pub use error::{Error, Result};
-pub use key::{LockKey, Prefix, is_companion_key};
-pub use lease::{LeaseMode, Ttl};
-pub use lock::{LockStatus, Mutex, MutexGuard};
-pub use token::{OwnerToken, mask_owner};
+pub use error::{Cause, Error, Result};
+pub use key::{LockKey, Prefix};
+pub use lease::{Lease, Ttl};
+pub use lock::{Fairness, LockStatus, Mutex, MutexGuard};
+pub use token::OwnerToken;

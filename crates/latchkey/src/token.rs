@@ -44,19 +44,13 @@ impl OwnerToken {
 
     /// The SHA-1 of the token, in hex: how a release names the waiter it wakes on the
     /// lock's channel, so the token itself is never published.
-    ///
-    /// ```
-    /// let token = latchkey::OwnerToken::generate()?;
-    /// assert_eq!(token.waiter_id().len(), 40);
-    /// # Ok::<(), latchkey::Error>(())
-    /// ```
-    pub fn waiter_id(&self) -> String {
+    pub(crate) fn waiter_id(&self) -> String {
         hex(&sha1_smol::Sha1::from(self.0.as_bytes()).digest().bytes())
     }
 
     /// The first 4 hex digits and an ellipsis: enough to tell owners apart in logs.
     pub fn masked(&self) -> String {
-        mask(&self.0)
+        mask_owner(&self.0)
     }
 }
 
@@ -66,17 +60,9 @@ impl fmt::Debug for OwnerToken {
     }
 }
 
-/// Masks any owner value (ours or another library's) for display.
-///
-/// ```
-/// assert_eq!(latchkey::mask_owner("0123456789abcdef"), "0123…");
-/// assert_eq!(latchkey::mask_owner("ab"), "…");
-/// ```
-pub fn mask_owner(owner: &str) -> String {
-    mask(owner)
-}
-
-fn mask(owner: &str) -> String {
+/// Masks any owner value (ours or another library's) for display: the first 4
+/// characters and an ellipsis.
+pub(crate) fn mask_owner(owner: &str) -> String {
     let shown: String = owner.chars().take(4).collect();
     if owner.chars().count() <= 8 {
         return "…".to_owned();

@@ -17,8 +17,7 @@ fn the_blocking_api_takes_extends_and_releases() {
     let mutex = client
         .mutex("job")
         .unwrap()
-        .with_ttl(Duration::from_secs(10))
-        .unwrap();
+        .with_lease(latchkey::Lease::fixed(Duration::from_secs(10)).unwrap());
     let guard = mutex.lock_timeout(Duration::from_secs(1)).unwrap();
     assert_eq!(mutex.key().as_str(), "sync:job");
     assert!(matches!(mutex.try_lock(), Err(Error::Busy { .. })));
@@ -42,9 +41,8 @@ fn the_blocking_api_takes_extends_and_releases() {
     let fair = client
         .mutex("queue")
         .unwrap()
-        .fair()
-        .with_watchdog(Duration::from_millis(300))
-        .unwrap();
+        .with_fairness(latchkey::Fairness::Fair)
+        .with_lease(latchkey::Lease::renewed(Duration::from_millis(300)).unwrap());
     let held = fair.lock().unwrap();
     std::thread::sleep(Duration::from_millis(700));
     assert!(

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use latchkey::store::LockStore;
-use latchkey::{Client, Error, OwnerToken};
+use latchkey::{Client, Error, Lease, OwnerToken};
 use latchkey_testkit::RedisServer;
 use redis::Commands;
 
@@ -23,10 +23,18 @@ async fn bad_arguments_are_refused_before_anything_is_sent() {
     for ttl in [
         Duration::ZERO,
         Duration::from_micros(999),
+        Duration::from_millis(9),
         Duration::from_secs(u64::MAX),
     ] {
         assert!(
-            matches!(mutex.clone().with_ttl(ttl), Err(Error::InvalidArgument(_))),
+            matches!(Lease::fixed(ttl), Err(Error::InvalidArgument(_))),
+            "{ttl:?}"
+        );
+    }
+    // A renewed lease too short to renew (every third of it) is refused.
+    for ttl in [Duration::from_millis(1), Duration::from_millis(99)] {
+        assert!(
+            matches!(Lease::renewed(ttl), Err(Error::InvalidArgument(_))),
             "{ttl:?}"
         );
     }
@@ -214,10 +222,42 @@ async fn tls_connections_verify_the_server_and_work() {
 
     // Without our CA in the trust store, the server's certificate is refused.
     match Client::open(&server.url()).await {
-        Err(error @ (Error::Unreachable { .. } | Error::Redis { .. })) => {
+        Err(error @ Error::Tls { .. }) => {
             assert!(error.to_string().contains("certificate"), "{error}");
         }
         other => panic!("expected the unknown CA to be refused, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn tls_to_a_plain_server_says_the_handshake_failed() {
+    let server = RedisServer::start().unwrap();
+    let url = server.url().replace("redis://", "rediss://");
+    match Client::open(&url).await {
+        Err(error @ Error::Tls { .. }) => {
+            assert!(error.to_string().contains("handshake"), "{error}");
+        }
+        other => panic!("expected a TLS error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_is_not_redis_is_named_as_such() {
+    // Something that answers like an HTTP server, whatever it is sent.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let reply = b"HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+            let _ = socket.write_all(reply).await;
+        }
+    });
+    match Client::open(&format!("redis://127.0.0.1:{port}")).await {
+        Err(error @ Error::NotRedis { .. }) => {
+            assert!(error.to_string().contains("not a Redis server"), "{error}");
+        }
+        other => panic!("expected NotRedis, got {other:?}"),
     }
 }
 
@@ -238,8 +278,7 @@ async fn waiting_works_for_acl_users_with_and_without_channel_rights() {
         let mutex = client
             .mutex(user)
             .unwrap()
-            .with_waiter_lease(Duration::from_millis(300))
-            .unwrap();
+            .with_waiter_lease(latchkey::Ttl::new(Duration::from_millis(300)).unwrap());
         let holder = mutex.try_lock().await.unwrap();
         let waiter = {
             let mutex = mutex.clone();

@@ -260,7 +260,11 @@ async fn after_many_locks_no_key_is_left_without_an_expiry_and_all_disappear() {
     for n in 0..40 {
         let name = format!("order:{n}");
         let mutex = common::fixed(&client, &name, ttl);
-        let mutex = if n % 2 == 0 { mutex.fair() } else { mutex };
+        let mutex = if n % 2 == 0 {
+            mutex.with_fairness(latchkey::Fairness::Fair)
+        } else {
+            mutex
+        };
         let guard = mutex.try_lock().await.unwrap();
         // Two waiters that queue once and never come back (crashed processes): the
         // release hands the lock to the first, the second stays in line.
@@ -307,7 +311,10 @@ async fn a_failing_script_writes_nothing() {
             .set(format!("{{{name}}}:lk:{companion}"), "not a set")
             .await
             .unwrap();
-        let mutex = client.mutex(&name).unwrap().fair();
+        let mutex = client
+            .mutex(&name)
+            .unwrap()
+            .with_fairness(latchkey::Fairness::Fair);
         for result in [
             mutex.try_lock().await,
             mutex.lock_timeout(Duration::from_millis(200)).await,
@@ -410,7 +417,7 @@ async fn a_live_waiter_keeps_its_place_through_a_stalled_reply() {
     let (server, direct) = common::start().await;
     let (proxy, client) = proxied(&server).await;
     let holder = common::fixed(&direct, "line", Duration::from_secs(30))
-        .fair()
+        .with_fairness(latchkey::Fairness::Fair)
         .try_lock()
         .await
         .unwrap();
@@ -425,12 +432,18 @@ async fn a_live_waiter_keeps_its_place_through_a_stalled_reply() {
         }
     };
     let first = {
-        let mutex = client.mutex("line").unwrap().fair();
+        let mutex = client
+            .mutex("line")
+            .unwrap()
+            .with_fairness(latchkey::Fairness::Fair);
         tokio::spawn(async move { mutex.lock().await })
     };
     queued(1).await;
     let second = {
-        let mutex = direct.mutex("line").unwrap().fair();
+        let mutex = direct
+            .mutex("line")
+            .unwrap()
+            .with_fairness(latchkey::Fairness::Fair);
         tokio::spawn(async move { mutex.lock().await })
     };
     queued(2).await;

@@ -135,8 +135,7 @@ async fn a_holder_whose_lease_expired_cannot_release_or_extend_the_next_holders_
 
     let next = mutex
         .clone()
-        .with_ttl(Duration::from_secs(30))
-        .unwrap()
+        .with_lease(latchkey::Lease::fixed(Duration::from_secs(30)).unwrap())
         .try_lock()
         .await
         .unwrap();

@@ -50,7 +50,10 @@ fn fifo_worker() {
     worker::serve("fifo_worker", |url| async move {
         let id = worker::env("WORKER_ID");
         let client = Client::open(&url).await.unwrap();
-        let mutex = client.mutex("fifo").unwrap().fair();
+        let mutex = client
+            .mutex("fifo")
+            .unwrap()
+            .with_fairness(latchkey::Fairness::Fair);
         take_turn(&mutex, &url, &id).await;
     });
 }
@@ -61,7 +64,7 @@ async fn fifo_order_holds_across_processes() {
     let holder = client
         .mutex("fifo")
         .unwrap()
-        .fair()
+        .with_fairness(latchkey::Fairness::Fair)
         .try_lock()
         .await
         .unwrap();
@@ -75,7 +78,10 @@ async fn fifo_order_holds_across_processes() {
     // A newcomer in this process queues last, behind all of them.
     let url = server.url();
     let late = {
-        let mutex = client.mutex("fifo").unwrap().fair();
+        let mutex = client
+            .mutex("fifo")
+            .unwrap()
+            .with_fairness(latchkey::Fairness::Fair);
         let url = url.clone();
         tokio::spawn(async move { take_turn(&mutex, &url, "late").await })
     };
@@ -83,7 +89,10 @@ async fn fifo_order_holds_across_processes() {
     // The holder releases and at once wants the lock back: a fair lock sends it to
     // the back of the line instead of letting it barge in.
     assert!(holder.release().await.unwrap());
-    let mutex = client.mutex("fifo").unwrap().fair();
+    let mutex = client
+        .mutex("fifo")
+        .unwrap()
+        .with_fairness(latchkey::Fairness::Fair);
     take_turn(&mutex, &url, "again").await;
     late.await.unwrap();
     workers.into_iter().for_each(worker::finish);
@@ -105,8 +114,11 @@ async fn take_turn(mutex: &latchkey::Mutex, url: &str, who: &str) {
 fn doomed_waiter_worker() {
     worker::serve("doomed_waiter_worker", |url| async move {
         let client = Client::open(&url).await.unwrap();
-        let mutex = client.mutex("skip-dead").unwrap().fair();
-        let mutex = mutex.with_waiter_lease(Duration::from_secs(1)).unwrap();
+        let mutex = client
+            .mutex("skip-dead")
+            .unwrap()
+            .with_fairness(latchkey::Fairness::Fair);
+        let mutex = mutex.with_waiter_lease(latchkey::Ttl::new(Duration::from_secs(1)).unwrap());
         let _ = mutex.lock_timeout(Duration::from_secs(60)).await;
     });
 }
@@ -114,7 +126,10 @@ fn doomed_waiter_worker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_killed_while_queued_is_skipped_within_its_waiter_lease() {
     let (server, client) = common::start().await;
-    let mutex = client.mutex("skip-dead").unwrap().fair();
+    let mutex = client
+        .mutex("skip-dead")
+        .unwrap()
+        .with_fairness(latchkey::Fairness::Fair);
     let holder = mutex.try_lock().await.unwrap();
     let mut doomed = worker::spawn("doomed_waiter_worker", &[("REDIS_URL", server.url())]).unwrap();
     wait_for_queue(&server, "skip-dead", 1);
@@ -141,7 +156,10 @@ async fn a_waiter_killed_while_queued_is_skipped_within_its_waiter_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_waiting_future_leaves_the_queue_at_once() {
     let (server, client) = common::start().await;
-    let mutex = client.mutex("impatient").unwrap().fair();
+    let mutex = client
+        .mutex("impatient")
+        .unwrap()
+        .with_fairness(latchkey::Fairness::Fair);
     let holder = mutex.try_lock().await.unwrap();
     let waiter = {
         let mutex = mutex.clone();
@@ -164,7 +182,10 @@ async fn a_dropped_waiting_future_leaves_the_queue_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_that_times_out_leaves_the_queue_and_passes_on_a_handover() {
     let (server, client) = common::start().await;
-    let mutex = client.mutex("timeout").unwrap().fair();
+    let mutex = client
+        .mutex("timeout")
+        .unwrap()
+        .with_fairness(latchkey::Fairness::Fair);
     let holder = mutex.try_lock().await.unwrap();
     match mutex.lock_timeout(Duration::from_millis(200)).await {
         Err(Error::Busy { waited, .. }) => assert!(waited >= Duration::from_millis(200)),
@@ -181,14 +202,14 @@ async fn a_plain_release_wakes_one_waiter_not_the_herd() {
     let (server, client) = common::start().await;
     // Long leases, so no timer fires during the test: only wake-ups move waiters.
     let mutex = common::fixed(&client, "herd", Duration::from_secs(60));
-    let mutex = mutex.with_waiter_lease(Duration::from_secs(60)).unwrap();
+    let mutex = mutex.with_waiter_lease(latchkey::Ttl::new(Duration::from_secs(60)).unwrap());
     let holder = mutex.try_lock().await.unwrap();
     // Five clients stand for five processes (one client's own tasks would wait locally).
     let mut waiters = Vec::new();
     for _ in 0..5 {
         let other = Client::open(&server.url()).await.unwrap();
         let mutex = common::fixed(&other, "herd", Duration::from_secs(60));
-        let mutex = mutex.with_waiter_lease(Duration::from_secs(60)).unwrap();
+        let mutex = mutex.with_waiter_lease(latchkey::Ttl::new(Duration::from_secs(60)).unwrap());
         waiters.push(tokio::spawn(async move { mutex.lock().await }));
     }
     tokio::task::block_in_place(|| wait_for_queue(&server, "herd", 5));
@@ -208,7 +229,10 @@ async fn a_plain_release_wakes_one_waiter_not_the_herd() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_still_get_the_lock_after_their_subscriber_connection_is_killed() {
     let (server, client) = common::start().await;
-    let mutex = client.mutex("resubscribe").unwrap().fair();
+    let mutex = client
+        .mutex("resubscribe")
+        .unwrap()
+        .with_fairness(latchkey::Fairness::Fair);
     let holder = mutex.try_lock().await.unwrap();
     let waiters: Vec<_> = (0..3)
         .map(|_| {
@@ -244,7 +268,10 @@ async fn ten_thousand_handoffs_lose_or_duplicate_no_grant() {
     for _ in 0..CLIENTS {
         let client = Client::open(&server.url()).await.unwrap();
         for _ in 0..TASKS {
-            let mutex = client.mutex("handoffs").unwrap().fair();
+            let mutex = client
+                .mutex("handoffs")
+                .unwrap()
+                .with_fairness(latchkey::Fairness::Fair);
             let url = server.url();
             let fences = fences.clone();
             tasks.push(tokio::spawn(async move {

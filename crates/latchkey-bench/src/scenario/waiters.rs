@@ -21,7 +21,7 @@ pub(crate) async fn run(url: &str, progress: &ProgressBar) -> Result<Vec<Figures
     for i in 0..LOCKS {
         let mutex = holders
             .mutex(&format!("bench:waiters:{i}"))?
-            .with_ttl(Duration::from_secs(60))?;
+            .with_lease(latchkey::Lease::fixed(Duration::from_secs(60))?);
         held.push(mutex.try_lock().await?);
     }
     let before = connected_clients(&mut admin).await?;

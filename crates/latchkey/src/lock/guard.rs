@@ -11,7 +11,7 @@ use super::waiter::Won;
 use super::watchdog;
 use crate::error::{Error, Result};
 use crate::key::LockKey;
-use crate::lease::{LeaseMode, Ttl};
+use crate::lease::{Lease, Ttl};
 use crate::store::{LockStore, SingleNode};
 use crate::token::OwnerToken;
 
@@ -38,13 +38,13 @@ pub struct MutexGuard<S: LockStore = SingleNode> {
 }
 
 impl<S: LockStore> MutexGuard<S> {
-    pub(crate) fn new(won: Won<S>, lease: LeaseMode) -> Self {
+    pub(crate) fn new(won: Won<S>, lease: Lease) -> Self {
         let Won { hold, fence, sent } = won;
         let state = Arc::new(LeaseState::new(lease.ttl(), sent));
         // A fixed lease needs no task: `lost()` watches the clock itself.
-        let watchdog = match lease {
-            LeaseMode::Renewed(_) => watchdog::spawn(&hold, state.clone()),
-            LeaseMode::Fixed(_) => None,
+        let watchdog = match lease.is_renewed() {
+            true => watchdog::spawn(&hold, state.clone()),
+            false => None,
         };
         MutexGuard {
             held: Arc::new(Held {

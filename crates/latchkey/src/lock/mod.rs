@@ -2,6 +2,7 @@
 //! whose life is the critical section, how a waiter waits, and the watchdog.
 
 mod backoff;
+mod fairness;
 mod guard;
 mod held;
 mod local;
@@ -12,6 +13,7 @@ mod status;
 mod waiter;
 mod watchdog;
 
+pub use fairness::Fairness;
 pub use guard::MutexGuard;
 pub(crate) use local::LocalLocks;
 pub use mutex::Mutex;

@@ -2,12 +2,13 @@
 
 use std::time::{Duration, Instant};
 
+use super::fairness::Fairness;
 use super::guard::MutexGuard;
 use super::local::LocalLocks;
 use super::waiter::{self, Wait};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
-use crate::lease::{LeaseMode, Ttl};
+use crate::lease::{Lease, Ttl};
 use crate::lock::LockStatus;
 use crate::store::{LockStore, SingleNode};
 use crate::token::OwnerToken;
@@ -27,15 +28,15 @@ const FORCE_ATTEMPTS: usize = 5;
 /// Like `tokio::sync::Mutex`, taking it returns a guard whose life is the critical
 /// section. Unlike an in-process mutex, the hold is a *lease*: Redis frees the lock
 /// when it runs out, so a crashed holder cannot block everybody forever. By default a
-/// watchdog renews the 30 s lease while the guard lives ([`LeaseMode::Renewed`]);
-/// [`with_ttl`](Self::with_ttl) sets a fixed lease instead.
+/// watchdog renews the 30 s lease while the guard lives;
+/// [`with_lease`](Self::with_lease) sets another [`Lease`].
 ///
 /// Waiters do not poll: they queue in Redis, and a release hands the lock to the
 /// oldest live waiter and wakes just that one through pub/sub. By default the lock
 /// is *plain*: a newcomer may take a *free* lock without queueing, and while a task
 /// of this process holds it, other tasks of the process queue locally and get it
 /// passed on in one round trip, unless tasks of other processes wait (they come
-/// first). [`fair`](Self::fair) makes it strictly FIFO across all processes: no
+/// first). [`Fairness::Fair`] makes it strictly FIFO across all processes: no
 /// newcomer takes a free lock that a live waiter is owed, and no local passing.
 ///
 /// ```no_run
@@ -43,7 +44,7 @@ const FORCE_ATTEMPTS: usize = 5;
 ///
 /// # async fn demo() -> latchkey::Result<()> {
 /// let client = latchkey::Client::open("redis://127.0.0.1:6379").await?;
-/// let mutex = client.mutex("reports:nightly")?.fair();
+/// let mutex = client.mutex("reports:nightly")?.with_fairness(latchkey::Fairness::Fair);
 ///
 /// let guard = mutex.lock_timeout(Duration::from_secs(5)).await?;
 /// println!("fencing token {}", guard.fence());
@@ -54,8 +55,8 @@ const FORCE_ATTEMPTS: usize = 5;
 pub struct Mutex<S = SingleNode> {
     store: S,
     key: LockKey,
-    lease: LeaseMode,
-    fair: bool,
+    lease: Lease,
+    fairness: Fairness,
     waiter_lease: Ttl,
     local: LocalLocks,
 }
@@ -74,48 +75,40 @@ impl<S: LockStore> Mutex<S> {
         Mutex {
             store,
             key,
-            lease: LeaseMode::default(),
-            fair: false,
+            lease: Lease::default(),
+            fairness: Fairness::Plain,
             waiter_lease: DEFAULT_WAITER_LEASE,
             local,
         }
     }
 
-    /// The same lock with a fixed lease of `ttl`: nothing renews it; the guard's
-    /// `lost` signal fires when it runs out.
+    /// The same lock with another [`Lease`]: how long each acquisition holds it,
+    /// and whether a watchdog renews it (the default: 30 s, renewed).
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
-    /// let mutex = client.mutex("cart:42")?.with_ttl(std::time::Duration::from_millis(500))?;
+    /// use std::time::Duration;
+    /// use latchkey::Lease;
+    ///
+    /// let cart = client.mutex("cart:42")?.with_lease(Lease::fixed(Duration::from_millis(500))?);
+    /// let etl = client.mutex("etl")?.with_lease(Lease::renewed(Duration::from_secs(10))?);
     /// # Ok(()) }
     /// ```
-    pub fn with_ttl(mut self, ttl: Duration) -> Result<Self> {
-        self.lease = LeaseMode::Fixed(Ttl::new(ttl)?);
-        Ok(self)
+    pub fn with_lease(mut self, lease: Lease) -> Self {
+        self.lease = lease;
+        self
     }
 
-    /// The same lock with a lease of `ttl` that a watchdog renews every `ttl / 3`
-    /// while the guard lives (the default, with 30 s).
+    /// The same lock with another [`Fairness`]: [`Fairness::Fair`] makes waiters get
+    /// it in order of arrival, across processes.
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
-    /// let mutex = client.mutex("etl")?.with_watchdog(std::time::Duration::from_secs(10))?;
+    /// let mutex = client.mutex("printer")?.with_fairness(latchkey::Fairness::Fair);
     /// # Ok(()) }
     /// ```
-    pub fn with_watchdog(mut self, ttl: Duration) -> Result<Self> {
-        self.lease = LeaseMode::Renewed(Ttl::new(ttl)?);
-        Ok(self)
-    }
-
-    /// The same lock, FIFO: waiters get it in order of arrival, across processes.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
-    /// let mutex = client.mutex("printer")?.fair();
-    /// # Ok(()) }
-    /// ```
-    pub fn fair(mut self) -> Self {
-        self.fair = true;
+    pub fn with_fairness(mut self, fairness: Fairness) -> Self {
+        self.fairness = fairness;
         self
     }
 
@@ -126,12 +119,13 @@ impl<S: LockStore> Mutex<S> {
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
-    /// let mutex = client.mutex("q")?.with_waiter_lease(std::time::Duration::from_secs(1))?;
+    /// let lease = latchkey::Ttl::new(std::time::Duration::from_secs(10))?;
+    /// let mutex = client.mutex("q")?.with_waiter_lease(lease);
     /// # Ok(()) }
     /// ```
-    pub fn with_waiter_lease(mut self, lease: Duration) -> Result<Self> {
-        self.waiter_lease = Ttl::new(lease)?;
-        Ok(self)
+    pub fn with_waiter_lease(mut self, lease: Ttl) -> Self {
+        self.waiter_lease = lease;
+        self
     }
 
     /// The lock's Redis key.
@@ -140,8 +134,29 @@ impl<S: LockStore> Mutex<S> {
     }
 
     /// The lease each acquisition gets.
-    pub fn lease(&self) -> LeaseMode {
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// assert_eq!(client.mutex("jobs")?.lease(), latchkey::Lease::default());
+    /// # Ok(()) }
+    /// ```
+    pub fn lease(&self) -> Lease {
         self.lease
+    }
+
+    /// Whether the lock is plain or fair.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// assert_eq!(client.mutex("jobs")?.fairness(), latchkey::Fairness::Plain);
+    /// # Ok(()) }
+    /// ```
+    pub fn fairness(&self) -> Fairness {
+        self.fairness
+    }
+
+    fn is_fair(&self) -> bool {
+        self.fairness == Fairness::Fair
     }
 
     /// Takes the lock if it is free, in one round trip; [`Error::Busy`] if not. The
@@ -286,12 +301,12 @@ impl<S: LockStore> Mutex<S> {
     async fn acquire(&self, deadline: Option<Instant>) -> Result<MutexGuard<S>> {
         let wait = Wait {
             ttl: self.lease.ttl(),
-            fair: self.fair,
+            fair: self.is_fair(),
             waiter_lease: self.waiter_lease,
             deadline,
         };
         // Fair locks keep strict FIFO order in Redis; plain ones pass between local tasks.
-        let local = (!self.fair).then_some(&self.local);
+        let local = (!self.is_fair()).then_some(&self.local);
         let mut won = waiter::acquire(&self.store, &self.key, wait, local).await?;
         won.hold.local = local.cloned();
         Ok(MutexGuard::new(won, self.lease))

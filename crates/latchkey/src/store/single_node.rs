@@ -55,6 +55,10 @@ impl SingleNode {
     /// Connects through a redis-rs client the application already configured.
     pub async fn from_client(client: redis::Client) -> Result<Self> {
         let node: Arc<str> = client.get_connection_info().addr().to_string().into();
+        let tls = matches!(
+            client.get_connection_info().addr(),
+            redis::ConnectionAddr::TcpTls { .. }
+        );
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
@@ -66,8 +70,19 @@ impl SingleNode {
             subscriber: Some(Subscriber::new(client, node.clone())),
             node,
         };
-        store.ping().await?;
-        Ok(store)
+        match store.ping().await {
+            Ok(()) => Ok(store),
+            // A plain server reads a TLS hello as the start of a command and waits.
+            Err(Error::Unreachable { node, source }) if tls && source.is_timeout() => {
+                Err(Error::Tls {
+                    node,
+                    detail: format!(
+                        "no TLS handshake within {CONNECT_TIMEOUT:?}: does the server speak TLS on this port?"
+                    ),
+                })
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// One round trip, so a missing password (`NOAUTH`) or an ACL user that may not

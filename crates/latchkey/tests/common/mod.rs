@@ -3,16 +3,22 @@
 
 use std::time::Duration;
 
-use latchkey::{Client, Mutex};
+use latchkey::{Client, Lease, Mutex};
 
 /// The lock `name` with a fixed lease.
 pub fn fixed(client: &Client, name: &str, ttl: Duration) -> Mutex {
-    client.mutex(name).unwrap().with_ttl(ttl).unwrap()
+    client
+        .mutex(name)
+        .unwrap()
+        .with_lease(Lease::fixed(ttl).unwrap())
 }
 
 /// The lock `name` with a lease the watchdog renews.
 pub fn renewed(client: &Client, name: &str, ttl: Duration) -> Mutex {
-    client.mutex(name).unwrap().with_watchdog(ttl).unwrap()
+    client
+        .mutex(name)
+        .unwrap()
+        .with_lease(Lease::renewed(ttl).unwrap())
 }
 
 /// A fresh server and a client of it. Keep the server alive as long as the test.
