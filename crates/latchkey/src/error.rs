@@ -32,19 +32,30 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// use std::time::Duration;
 /// use latchkey::Error;
 ///
-/// let err = Error::Busy { key: "jobs:nightly".into(), waited: Duration::from_secs(2), retry_after: None };
-/// assert_eq!(err.to_string(), "lock \"jobs:nightly\" is busy: still held after waiting 2s");
+/// let err = Error::Busy {
+///     key: "jobs:nightly".into(),
+///     waited: Duration::from_secs(2),
+///     holder: Some("3f2a…".into()),
+///     retry_after: Some(Duration::from_secs(28)),
+/// };
+/// assert_eq!(
+///     err.to_string(),
+///     "lock \"jobs:nightly\" is busy: held by 3f2a… after waiting 2s; its lease has 28s left (unless renewed)"
+/// );
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Someone else held the lock for the whole wait.
-    #[error("lock {key:?} is busy: still held after waiting {}", humanize(*waited))]
+    #[error("lock {key:?} is busy: {}", busy_detail(*waited, holder.as_deref(), *retry_after))]
     Busy {
         /// The Redis key of the lock.
         key: String,
         /// How long the caller waited before giving up (zero for `try_lock`).
         waited: Duration,
+        /// The holder, masked (its first 4 characters); `None` when the lock was
+        /// free but owed to a queued fair waiter.
+        holder: Option<String>,
         /// The holder's remaining lease as Redis reported it, if it set one.
         retry_after: Option<Duration>,
     },
@@ -285,9 +296,31 @@ fn is_auth_refusal(err: &RedisError) -> bool {
         || err.to_string().contains("NOAUTH")
 }
 
+/// Who holds the lock and for how long, as far as the last attempt saw.
+fn busy_detail(waited: Duration, holder: Option<&str>, left: Option<Duration>) -> String {
+    let Some(holder) = holder else {
+        return format!(
+            "free but owed to a queued waiter, after waiting {}",
+            humanize(waited)
+        );
+    };
+    let waited = match waited.is_zero() {
+        true => String::new(),
+        false => format!(" after waiting {}", humanize(waited)),
+    };
+    let lease = match left {
+        Some(left) => format!("its lease has {} left (unless renewed)", humanize(left)),
+        None => "it was set without expiry".to_owned(),
+    };
+    format!("held by {holder}{waited}; {lease}")
+}
+
 fn humanize(d: Duration) -> String {
-    if d.as_millis() % 1000 == 0 {
+    if d < Duration::from_secs(1) {
+        return format!("{}ms", d.as_millis());
+    }
+    if d.subsec_millis() == 0 {
         return format!("{}s", d.as_secs());
     }
-    format!("{}ms", d.as_millis())
+    format!("{:.1}s", d.as_secs_f64())
 }

@@ -4,7 +4,12 @@ use std::fmt;
 
 use crate::error::{Error, Result};
 
-/// A lock owner's identity: 128 bits from the OS CSPRNG, written as 32 hex digits.
+/// Ends every token latchkey makes, so a waiter can tell a latchkey holder (whose
+/// release wakes it) from another library's (whose release wakes nobody).
+const MARK: &str = ":lk";
+
+/// A lock owner's identity: 128 bits from the OS CSPRNG, written as 32 hex digits
+/// followed by `:lk`, the mark of a latchkey holder.
 ///
 /// Release and extend compare it with the lock key's value, so a holder whose lease
 /// expired can never release or extend the next holder's lock. It is a secret of
@@ -17,7 +22,8 @@ use crate::error::{Error, Result};
 /// let a = latchkey::OwnerToken::generate()?;
 /// let b = latchkey::OwnerToken::generate()?;
 /// assert_ne!(a, b);
-/// assert_eq!(a.as_str().len(), 32);
+/// assert_eq!(a.as_str().len(), 35);
+/// assert!(a.as_str().ends_with(":lk"));
 /// assert_eq!(a.masked().chars().count(), 5); // 4 hex digits and "…"
 /// # Ok::<(), latchkey::Error>(())
 /// ```
@@ -29,7 +35,7 @@ impl OwnerToken {
     pub fn generate() -> Result<Self> {
         let mut bytes = [0u8; 16];
         getrandom::fill(&mut bytes).map_err(|e| Error::Entropy(e.to_string()))?;
-        Ok(OwnerToken(hex(&bytes)))
+        Ok(OwnerToken(hex(&bytes) + MARK))
     }
 
     /// A token read back from a lock key (possibly another library's owner value).
@@ -58,6 +64,11 @@ impl fmt::Debug for OwnerToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "OwnerToken({})", self.masked())
     }
+}
+
+/// Whether a lock key's value is a latchkey owner token (and not another library's).
+pub(crate) fn is_latchkey_owner(value: &str) -> bool {
+    value.ends_with(MARK)
 }
 
 /// Masks any owner value (ours or another library's) for display: the first 4

@@ -42,7 +42,10 @@ async fn the_lock_key_holds_exactly_the_owner_token_with_a_px_expiry() {
     let guard = mutex.try_lock().await.unwrap();
     let stored: String = raw.get("layout").await.unwrap();
     assert_eq!(stored, guard.owner().as_str());
-    assert_eq!(stored.len(), 32);
+    // 32 hex digits (128 bits) and the latchkey mark.
+    let random = stored.strip_suffix(":lk").unwrap();
+    assert_eq!(random.len(), 32);
+    assert!(random.chars().all(|c| c.is_ascii_hexdigit()), "{stored}");
     let left = pttl(&mut raw, "layout").await;
     assert!(left > 6_000 && left <= 7_000, "pttl {left}");
     assert!(guard.validity() <= Duration::from_secs(7));
@@ -57,18 +60,24 @@ async fn a_held_lock_is_busy_for_others() {
     let (_server, client, _raw) = setup().await;
     let mutex = client.mutex("busy").unwrap();
     let _guard = mutex.try_lock().await.unwrap();
-    match mutex.try_lock().await {
-        Err(Error::Busy {
-            key,
-            waited,
-            retry_after,
-        }) => {
-            assert_eq!(key, "busy");
-            assert!(waited < Duration::from_secs(1));
-            assert!(retry_after.unwrap() <= Ttl::DEFAULT.as_duration());
-        }
-        other => panic!("expected Busy, got {other:?}"),
-    }
+    let error = mutex.try_lock().await.map(drop).unwrap_err();
+    let Error::Busy {
+        key,
+        waited,
+        holder,
+        retry_after,
+    } = &error
+    else {
+        panic!("expected Busy, got {error:?}");
+    };
+    assert_eq!(key, "busy");
+    assert!(*waited < Duration::from_secs(1));
+    assert!(retry_after.unwrap() <= Ttl::DEFAULT.as_duration());
+    // The holder is named, masked: its first 4 characters only.
+    let shown = _guard.owner().masked();
+    assert_eq!(holder.as_deref(), Some(shown.as_str()));
+    assert!(error.to_string().contains(&shown), "{error}");
+    assert!(!error.to_string().contains(_guard.owner().as_str()));
     let waited = match mutex.lock_timeout(Duration::from_millis(300)).await {
         Err(Error::Busy { waited, .. }) => waited,
         other => panic!("expected Busy, got {other:?}"),
@@ -279,6 +288,8 @@ fn rand_below(seed: u64, bound: u64) -> u64 {
 async fn a_plain_set_nx_px_holder_and_latchkey_exclude_each_other() {
     let (_server, client, mut raw) = setup().await;
     let mutex = client.mutex("shared").unwrap();
+    // A latchkey holder came and went, leaving its fencing counter behind.
+    assert!(mutex.try_lock().await.unwrap().release().await.unwrap());
 
     // Another library (redis-py's Lock, redsync, node-redlock) holds it...
     let taken = their_set_nx_px(&mut raw).await;
@@ -290,6 +301,11 @@ async fn a_plain_set_nx_px_holder_and_latchkey_exclude_each_other() {
         }) => assert!(left <= Duration::from_secs(5)),
         other => panic!("expected Busy, got {other:?}"),
     }
+    // ...and `status` says so, without passing off an earlier latchkey holder's
+    // fence as theirs...
+    let status = mutex.status().await.unwrap();
+    assert!(status.is_held() && !status.is_held_by_latchkey());
+    assert_eq!(status.fence, None);
     // ...and releases it with its own compare-and-delete; now we get it...
     let _: i64 = raw.del("shared").await.unwrap();
     let guard = mutex.try_lock().await.unwrap();

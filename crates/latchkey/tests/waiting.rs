@@ -43,6 +43,35 @@ fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
         .map_or(0, |n| n.parse().unwrap())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_notices_a_release_by_another_library() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    // Another library holds the lock for 30 s; its release publishes no wake-up.
+    let mut theirs = admin(&server);
+    let _: () = redis::cmd("SET")
+        .arg("foreign")
+        .arg("their-token")
+        .arg("NX")
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut theirs)
+        .unwrap();
+    // A waiter lease of 60 s: the wake-up-less timer alone would re-check after 20 s.
+    let mutex = client
+        .mutex("foreign")
+        .unwrap()
+        .with_waiter_lease(latchkey::Ttl::new(Duration::from_secs(60)).unwrap());
+    let waiter = tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(5)).await });
+    wait_for_queue(&server, "foreign", 1);
+    let _: i64 = theirs.del("foreign").unwrap();
+    let guard = waiter
+        .await
+        .unwrap()
+        .expect("the waiter saw the foreign release");
+    assert!(guard.release().await.unwrap());
+}
+
 /// Queues on the fair lock `fifo`, and records its turn in the list `order`.
 #[test]
 #[ignore = "worker process, spawned by fifo_order_holds_across_processes"]

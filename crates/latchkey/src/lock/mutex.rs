@@ -294,6 +294,7 @@ impl<S: LockStore> Mutex<S> {
         Err(Error::Busy {
             key: self.key.to_string(),
             waited: Duration::ZERO,
+            holder: None,
             retry_after: None,
         })
     }

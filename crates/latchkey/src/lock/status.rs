@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::token::mask_owner;
+use crate::token::{is_latchkey_owner, mask_owner};
 
 /// A snapshot of one lock, read atomically.
 ///
@@ -19,7 +19,8 @@ pub struct LockStatus {
     pub holder: Option<String>,
     /// The holder's remaining lease; `None` when free or held without expiry.
     pub ttl: Option<Duration>,
-    /// The last fencing token handed out for this lock, if any.
+    /// The last fencing token handed out for this lock, if any; `None` while another
+    /// library holds it (that holder got no fencing token).
     pub fence: Option<u64>,
     /// Waiters in the queue (including any whose waiter lease ran out but that no
     /// release has swept yet).
@@ -30,6 +31,18 @@ impl LockStatus {
     /// Whether someone holds the lock.
     pub fn is_held(&self) -> bool {
         self.holder.is_some()
+    }
+
+    /// Whether the holder is a latchkey client (`false` when free, or when another
+    /// library such as redis-py or redsync holds the lock).
+    ///
+    /// ```
+    /// use latchkey::LockStatus;
+    /// let theirs = LockStatus { holder: Some("5f0c9e1a2b3c".into()), ttl: None, fence: None, waiters: 0 };
+    /// assert!(theirs.is_held() && !theirs.is_held_by_latchkey());
+    /// ```
+    pub fn is_held_by_latchkey(&self) -> bool {
+        self.holder.as_deref().is_some_and(is_latchkey_owner)
     }
 
     /// The holder's token, masked for display.

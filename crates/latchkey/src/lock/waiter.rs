@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::Ttl;
 use crate::store::{AcquireRequest, Attempt, LockStore, Watch};
-use crate::token::OwnerToken;
+use crate::token::{OwnerToken, is_latchkey_owner, mask_owner};
 
 /// The shortest pause between attempts, so even a lease about to end never spins.
 const MIN_PAUSE: Duration = Duration::from_millis(1);
@@ -38,6 +38,9 @@ const LEAVE_GRACE: Duration = Duration::from_millis(50);
 /// Backoff between attempts that failed with a transient error.
 const RETRY_FIRST: Duration = Duration::from_millis(10);
 const RETRY_CAP: Duration = Duration::from_secs(1);
+/// How often a waiter re-checks while another library (redis-py, redsync …) holds
+/// the lock: its release publishes no wake-up, so only a re-check sees it.
+const FOREIGN_RECHECK: Duration = Duration::from_millis(40);
 
 /// What a waiter wants.
 #[derive(Clone, Copy, Debug)]
@@ -135,7 +138,7 @@ async fn wait_for_local_pass<S: LockStore>(
             return turn
                 .leave()
                 .map(|p| Some(won(p)))
-                .ok_or_else(|| busy(key, started, None));
+                .ok_or_else(|| busy(key, started, &Seen::default()));
         }
         // Nobody here will pass it to us any more (a task died): go to Redis.
         if !local.is_represented(key) {
@@ -171,9 +174,9 @@ async fn acquire_in_redis<S: LockStore>(
     }
     let mut backoff = Backoff::default();
     let mut retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
-    // Why the last attempt did not take the lock: busy (with the holder's lease), or
-    // a transient failure, reported as such if the wait ends on it.
-    let mut pttl = None;
+    // Why the last attempt did not take the lock: busy (who held it, how long for),
+    // or a transient failure, reported as such if the wait ends on it.
+    let mut seen = Seen::default();
     let mut failure: Option<Error> = None;
     // An earlier request's outcome is unknown (its reply was lost, or it was cut off
     // in flight): it may still land, so a later answer must not clear the hold.
@@ -182,7 +185,7 @@ async fn acquire_in_redis<S: LockStore>(
     loop {
         if !std::mem::take(&mut first) && wait.expired() {
             give_up(&mut hold).await;
-            return Err(failure.unwrap_or_else(|| busy(key, started, pttl)));
+            return Err(failure.unwrap_or_else(|| busy(key, started, &seen)));
         }
         // A drop from here on must undo whatever the request does.
         hold.state = match request.queue_lease {
@@ -208,8 +211,8 @@ async fn acquire_in_redis<S: LockStore>(
                 hold.state = HoldState::Held;
                 return Ok(Won { hold, fence, sent });
             }
-            Ok(Attempt::Busy { pttl: left }) => {
-                (pttl, failure) = (left, None);
+            Ok(Attempt::Busy { pttl, holder }) => {
+                (seen, failure) = (Seen { pttl, holder }, None);
                 retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
             }
             Err(error) => {
@@ -234,13 +237,18 @@ async fn acquire_in_redis<S: LockStore>(
             }
             continue;
         };
-        // A confirmed subscription wakes us when it is our turn; without one, wake-ups
-        // may be missed, so re-check often.
+        // A confirmed subscription wakes us when a latchkey holder lets go; without
+        // one, or behind another library's holder, nothing will, so re-check often.
         let pause = match watch.is_live() {
-            true => pttl
+            true => seen
+                .pttl
                 .unwrap_or(Duration::MAX)
                 .min(wait.waiter_lease.as_duration() / 3),
-            false => backoff.next_pause(pttl),
+            false => backoff.next_pause(seen.pttl),
+        };
+        let pause = match seen.foreign() {
+            true => pause.min(FOREIGN_RECHECK),
+            false => pause,
         };
         tokio::select! {
             () = watch.notified() => {}
@@ -266,10 +274,27 @@ async fn give_up<S: LockStore>(hold: &mut ReleaseOnDrop<S>) {
     }
 }
 
-fn busy(key: &LockKey, started: Instant, retry_after: Option<Duration>) -> Error {
+/// What the last busy attempt saw.
+#[derive(Default)]
+struct Seen {
+    pttl: Option<Duration>,
+    holder: Option<String>,
+}
+
+impl Seen {
+    /// Held by another library, whose release wakes nobody.
+    fn foreign(&self) -> bool {
+        self.holder
+            .as_deref()
+            .is_some_and(|holder| !is_latchkey_owner(holder))
+    }
+}
+
+fn busy(key: &LockKey, started: Instant, seen: &Seen) -> Error {
     Error::Busy {
         key: key.to_string(),
         waited: started.elapsed(),
-        retry_after,
+        holder: seen.holder.as_deref().map(mask_owner),
+        retry_after: seen.pttl,
     }
 }

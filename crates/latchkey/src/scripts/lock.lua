@@ -23,8 +23,9 @@
 --   'acquire' token ttl_ms mode wait_ms
 --        mode 'f' or 'p'; wait_ms 0 = just try, > 0 = join or stay in the queue with
 --        a waiter lease of wait_ms. Returns {1, fence} when the lock is ours and
---        {0, pttl} when not (pttl -1: held without expiry, -2: free but owed to a
---        fair waiter).
+--        {0, pttl, holder} when not (pttl -1: held without expiry, -2: free but owed
+--        to a fair waiter, and then no holder). The holder lets the caller say who
+--        holds it, and tell another library's holder, whose release wakes nobody.
 --   'pass' token next_token ttl_ms
 --        hand a held lock straight to another owner in the same process, with a fresh
 --        lease and fencing token, unless someone waits in the queue (then they come
@@ -83,6 +84,15 @@ local function keep_at_least(key, ms)
   end
 end
 
+-- The replies to an acquire: the lock is ours with this fence, or it is not.
+local function granted(fence)
+  return {1, fence, false}
+end
+
+local function busy(holder)
+  return {0, redis.call('PTTL', lock), holder or false}
+end
+
 local function leave_queue(member)
   if redis.call('ZREM', queue, member) == 1 then
     redis.call('ZREM', leases, member)
@@ -124,20 +134,20 @@ local function try_once(token, ttl, mode)
   local holder = redis.call('GET', lock)
   local last = last_fence()
   if holder == token then
-    return {1, claim(ttl, last)}
+    return granted(claim(ttl, last))
   end
   if holder then
-    return {0, redis.call('PTTL', lock)}
+    return busy(holder)
   end
   if mode == 'f' then
     check_queue()
     -- Fair: a free lock with live waiters is owed to the first of them.
     if next_live_waiter() then
-      return {0, -2}
+      return busy(nil)
     end
   end
   redis.call('SET', lock, token, 'PX', ttl)
-  return {1, grant_fence(last, ttl)}
+  return granted(grant_fence(last, ttl))
 end
 
 -- A try from the wait queue: the lock may have been handed to us, and a fair
@@ -147,7 +157,7 @@ local function try_in_line(token, ttl, mode, member, wait_ms)
   check_queue()
   local last = last_fence()
   if holder == token then
-    return {1, claim(ttl, last)}
+    return granted(claim(ttl, last))
   end
   if not holder then
     -- Plain waiters may barge; fair ones only take a free lock nobody waits ahead for.
@@ -155,7 +165,7 @@ local function try_in_line(token, ttl, mode, member, wait_ms)
     if not head or head == member then
       redis.call('SET', lock, token, 'PX', ttl)
       leave_queue(member)
-      return {1, grant_fence(last, ttl)}
+      return granted(grant_fence(last, ttl))
     end
   end
   -- NX keeps a waiter's place in line when it renews its lease.
@@ -164,7 +174,7 @@ local function try_in_line(token, ttl, mode, member, wait_ms)
   redis.call('ZADD', leases, ms + wait_ms, member)
   keep_at_least(queue, wait_ms)
   keep_at_least(leases, wait_ms)
-  return {0, redis.call('PTTL', lock)}
+  return busy(holder)
 end
 
 local function acquire(token, ttl, mode, wait_ms)

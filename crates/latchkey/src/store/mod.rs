@@ -32,10 +32,10 @@ use crate::token::OwnerToken;
 ///
 /// ```
 /// use latchkey::store::Attempt;
-/// let a = Attempt::Busy { pttl: None };
+/// let a = Attempt::Busy { pttl: None, holder: None };
 /// assert!(!matches!(a, Attempt::Acquired { .. }));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Attempt {
     /// The lock is ours, with this fencing token.
     Acquired {
@@ -46,6 +46,9 @@ pub enum Attempt {
     Busy {
         /// The holder's remaining lease; `None` when the holder set no expiry.
         pttl: Option<Duration>,
+        /// The holder's owner value (full: mask it before showing it); `None` when
+        /// the lock is free but owed to a fair waiter.
+        holder: Option<String>,
     },
 }
 

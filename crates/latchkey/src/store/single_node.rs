@@ -15,7 +15,7 @@ use crate::key::{LockKey, is_companion_key};
 use crate::lease::Ttl;
 use crate::lock::LockStatus;
 use crate::scripts;
-use crate::token::OwnerToken;
+use crate::token::{OwnerToken, is_latchkey_owner};
 
 /// Reconnect attempts after a dropped connection before a command fails: none, since
 /// latchkey retries whole requests itself while a wait's deadline allows, and a
@@ -183,14 +183,14 @@ impl LockStore for SingleNode {
             .arg(request.ttl.as_millis())
             .arg(if request.fair { "f" } else { "p" })
             .arg(request.queue_lease.map_or(0, Ttl::as_millis));
-        let (taken, value): (i64, i64) = self.run(&call, key).await?;
+        let (taken, value, holder): (i64, i64, Option<String>) = self.run(&call, key).await?;
         if taken == 1 {
             return Ok(Attempt::Acquired {
                 fence: u64::try_from(value).unwrap_or(0),
             });
         }
         let pttl = u64::try_from(value).ok().map(Duration::from_millis);
-        Ok(Attempt::Busy { pttl })
+        Ok(Attempt::Busy { pttl, holder })
     }
 
     async fn release(&self, key: &LockKey, owner: &OwnerToken, leaving: bool) -> Result<bool> {
@@ -246,6 +246,12 @@ impl LockStore for SingleNode {
         call.key(key.as_str()).key(key.fence()).key(key.queue());
         let (holder, pttl, fence, waiters): (Option<String>, i64, Option<u64>, u64) =
             self.run(&call, key).await?;
+        // The counter belongs to latchkey's holders: another library's holder got
+        // no fence, and showing an earlier holder's as if it were current misleads.
+        let fence = match holder.as_deref().is_some_and(|h| !is_latchkey_owner(h)) {
+            true => None,
+            false => fence,
+        };
         Ok(LockStatus {
             holder,
             ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
