@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use crate::report::Figures;
+use crate::figures::Figures;
 
 const BAR_HEIGHT: u32 = 18;
 const GAP: u32 = 6;

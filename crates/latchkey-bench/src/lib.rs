@@ -13,8 +13,11 @@
 //! ```
 
 mod chart;
+mod figures;
+mod files;
 mod impls;
 mod machine;
+mod progress;
 mod report;
 mod scenario;
 mod stats;
@@ -24,9 +27,9 @@ use std::time::Duration;
 
 use latchkey_testkit::RedisServer;
 
+pub use figures::{Fairness, Figures, Gap, Report};
 pub use impls::Impl;
 pub use machine::Machine;
-pub use report::{Fairness, Figures, Gap, Report};
 pub use scenario::Scenario;
 pub use stats::Percentiles;
 
@@ -117,15 +120,15 @@ pub async fn run(options: &Options) -> Result<Report, BenchError> {
     };
     let machine = Machine::read(&url).await?;
     println!("{machine}");
-    let progress = report::progress(options);
+    let progress = progress::bar(options);
     let mut results = Vec::new();
     for scenario in &options.scenarios {
         let figures = scenario.run(&url, options.duration, &progress).await?;
-        report::print_table(*scenario, &figures);
+        report::print_table(scenario.name(), &figures);
         results.extend(figures);
     }
     progress.finish_and_clear();
     let report = Report { machine, results };
-    report.write(options)?;
+    files::write(&report, options)?;
     Ok(report)
 }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+// Only demo's and bench's arguments derive ValueEnum; a lean build has neither.
+#[cfg_attr(not(any(feature = "bench", feature = "demo")), allow(unused_imports))]
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Distributed locks on Redis that get the details right.
@@ -56,8 +58,10 @@ pub enum Command {
     /// Count one call against a rate limit: exit 0 if allowed, 1 if not.
     Throttle(ThrottleArgs),
     /// Run a scenario from the blog posts latchkey grew from, for real, against Redis.
+    #[cfg(feature = "demo")]
     Demo(DemoArgs),
     /// Benchmark latchkey against the raw Redis limit and rslock, side by side.
+    #[cfg(feature = "bench")]
     Bench(BenchArgs),
 }
 
@@ -144,6 +148,7 @@ pub struct ThrottleArgs {
     pub json: bool,
 }
 
+#[cfg(feature = "demo")]
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Which scenario to run.
@@ -151,12 +156,14 @@ pub struct DemoArgs {
     pub scenario: Scenario,
 }
 
+#[cfg(feature = "demo")]
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Scenario {
     /// 10 buyers race for 5 items: first without a lock (oversold), then with latchkey.
     FlashSale,
 }
 
+#[cfg(feature = "bench")]
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Scenarios to run (repeatable); all when omitted.
@@ -176,6 +183,7 @@ pub struct BenchArgs {
     pub chart: Option<std::path::PathBuf>,
 }
 
+#[cfg(feature = "bench")]
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum BenchScenario {
     /// 50 tasks, each locking its own key.
@@ -188,6 +196,7 @@ pub enum BenchScenario {
     Waiters,
 }
 
+#[cfg(feature = "bench")]
 impl From<BenchScenario> for latchkey_bench::Scenario {
     fn from(scenario: BenchScenario) -> Self {
         match scenario {

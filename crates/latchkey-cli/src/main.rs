@@ -2,9 +2,11 @@
 //!
 //! Exit statuses follow sysexits(3); see [`exit`].
 
+#[cfg(feature = "bench")]
 mod bench;
 mod cli;
 mod connect;
+#[cfg(feature = "demo")]
 mod demo;
 mod exit;
 mod inspect;
@@ -48,10 +50,12 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::List(args) => inspect::list(global, args).await,
         Command::Release(args) => inspect::release(global, args).await,
         Command::Throttle(args) => throttle::throttle(global, args).await,
+        #[cfg(feature = "demo")]
         Command::Demo(args) => {
             let url = connect::single_url(global)?;
             demo::run(url, global.quiet, args).await.map(|()| 0)
         }
+        #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run(global, args).await,
     }
 }

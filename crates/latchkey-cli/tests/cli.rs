@@ -2,6 +2,7 @@
 
 use std::process::{Command, Output};
 
+#[cfg(feature = "demo")]
 use latchkey_testkit::RedisServer;
 
 fn latchkey(args: &[&str]) -> Output {
@@ -16,6 +17,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+#[cfg(feature = "demo")]
 #[test]
 fn the_flash_sale_demo_oversells_without_the_lock_and_never_with_it() {
     let server = RedisServer::start().unwrap();
@@ -38,6 +40,7 @@ fn the_flash_sale_demo_oversells_without_the_lock_and_never_with_it() {
     assert!(!left);
 }
 
+#[cfg(feature = "demo")]
 #[test]
 fn the_demo_starts_a_private_server_when_nothing_answers() {
     let port = {
@@ -67,11 +70,23 @@ fn misuse_exits_64_with_one_line() {
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
         assert!(stderr.starts_with("latchkey: "), "{stderr}");
     }
-    let output = latchkey(&["--help"]);
-    assert!(output.status.success());
-    assert!(text(&output.stdout).contains("demo"));
 }
 
+#[test]
+fn help_lists_demo_and_bench_only_when_built_with_them() {
+    let output = latchkey(&["--help"]);
+    assert!(output.status.success());
+    let help = text(&output.stdout);
+    let lists = |command: &str| {
+        help.lines()
+            .any(|line| line.trim_start().starts_with(&format!("{command} ")))
+    };
+    assert!(lists("run") && lists("throttle"), "{help}");
+    assert_eq!(lists("demo"), cfg!(feature = "demo"), "{help}");
+    assert_eq!(lists("bench"), cfg!(feature = "bench"), "{help}");
+}
+
+#[cfg(feature = "demo")]
 #[test]
 fn an_unreachable_or_refusing_redis_exits_69_without_leaking_the_password() {
     let server = RedisServer::builder().password("right").start().unwrap();

@@ -321,6 +321,7 @@ fn every_misuse_is_one_line_and_a_documented_status() {
     assert!(!stderr(&refused).contains("nope"));
 }
 
+#[cfg(feature = "bench")]
 #[test]
 fn bench_writes_its_json_and_chart() {
     let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,7 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 
 use crate::BenchError;
-use crate::report::Figures;
+use crate::figures::Figures;
 use workload::{Section, Workload};
 
 /// A benchmark scenario.

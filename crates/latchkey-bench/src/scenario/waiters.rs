@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 
 use crate::BenchError;
+use crate::figures::Figures;
 use crate::impls::Impl;
-use crate::report::Figures;
 use crate::stats::{Percentiles, commands_run, connected_clients, rss_bytes};
 
 const LOCKS: usize = 1_000;

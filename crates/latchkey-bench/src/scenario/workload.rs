@@ -10,8 +10,8 @@ use redis::aio::MultiplexedConnection;
 
 use super::Scenario;
 use crate::BenchError;
+use crate::figures::{Fairness, Figures, Gap};
 use crate::impls::{Impl, Locker};
-use crate::report::{Fairness, Figures, Gap};
 use crate::stats::{Percentiles, commands_run, ping_rtt};
 
 /// Rounds per implementation; the order of implementations flips every round.

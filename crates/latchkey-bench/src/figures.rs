@@ -1,0 +1,61 @@
+//! What a run measured, as plain data: the scenarios produce it; the tables, the
+//! JSON and the chart read it. It depends on nothing that produces or shows it.
+
+use serde::Serialize;
+
+use crate::machine::Machine;
+use crate::stats::Percentiles;
+
+/// Everything one run measured. Its JSON form (`--json`) is stable: scripts read it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Where it ran.
+    pub machine: Machine,
+    /// One entry per (scenario, implementation).
+    pub results: Vec<Figures>,
+}
+
+/// The figures of one implementation in one scenario.
+#[derive(Clone, Debug, Serialize)]
+pub struct Figures {
+    /// `uncontended`, `contended`, `handoff` or `waiters`.
+    pub scenario: String,
+    /// `latchkey`, `latchkey-fair`, `raw` or `rslock`.
+    #[serde(rename = "impl")]
+    pub implementation: String,
+    /// Lock cycles (critical sections) per second; for `waiters`, grants per second.
+    pub ops_per_sec: f64,
+    /// Acquire (wait) latency in µs; for `waiters`, from the holders' release to each grant.
+    pub latency_us: Percentiles,
+    /// Redis commands per acquisition, scripts' inner calls included, the critical
+    /// section's own commands excluded.
+    pub redis_cmds_per_op: f64,
+    /// Fewest and most acquisitions of one task (one-key scenarios).
+    pub fairness: Option<Fairness>,
+    /// Release returned → next holder running, in µs (one-key scenarios).
+    pub handoff_gap_us: Option<Gap>,
+    /// PING round trip p50 in µs, for scale.
+    pub ping_rtt_us: Option<u64>,
+    /// Redis connections the waiting client opened (`waiters`).
+    pub connections: Option<u64>,
+    /// The bench process's resident memory while everyone waited (`waiters`).
+    pub rss_bytes: Option<u64>,
+}
+
+/// Fewest and most acquisitions of one task.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Fairness {
+    /// Fewest.
+    pub min: usize,
+    /// Most.
+    pub max: usize,
+}
+
+/// Handoff gap percentiles in µs.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Gap {
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+}
