@@ -36,6 +36,16 @@ pub struct Global {
     #[arg(long, global = true, env = "LATCHKEY_PREFIX", default_value = "")]
     pub prefix: String,
 
+    /// Trust this CA certificate (PEM) for a `rediss://` server, instead of the
+    /// system's trust store.
+    #[arg(long, global = true, value_name = "FILE", env = "LATCHKEY_TLS_CA")]
+    pub tls_ca: Option<std::path::PathBuf>,
+
+    /// Do not verify the `rediss://` server's certificate at all (testing only: anyone
+    /// on the path can then impersonate the server).
+    #[arg(long, global = true, conflicts_with = "tls_ca")]
+    pub tls_insecure: bool,
+
     /// Print only results and errors.
     #[arg(short, long, global = true)]
     pub quiet: bool,
@@ -65,17 +75,67 @@ pub enum Command {
     Bench(BenchArgs),
 }
 
+/// A lock's name: the first argument, or `--name NAME` for a name that starts
+/// with '-' (which would otherwise read as an option).
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct LockName {
     /// The lock's name.
-    pub name: String,
+    #[arg(
+        value_name = "NAME",
+        required_unless_present = "name_option",
+        conflicts_with = "name_option"
+    )]
+    name: Option<String>,
 
-    /// Lease length, renewed every third of it while the command runs.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    /// The lock's name, for one that starts with '-'.
+    #[arg(long = "name", value_name = "NAME", allow_hyphen_values = true)]
+    name_option: Option<String>,
+}
+
+impl LockName {
+    pub fn as_str(&self) -> &str {
+        // clap requires exactly one of the two.
+        self.name_option
+            .as_deref()
+            .or(self.name.as_deref())
+            .unwrap_or_default()
+    }
+}
+
+/// What `run --help` adds after the options.
+const RUN_HELP: &str = "\
+The command's environment:
+  LATCHKEY_FENCE  this hold's fencing token: send it with every write to the
+                  protected resource, and have the resource refuse lower ones
+  LATCHKEY_LOCK   the lock's name
+
+Signals: INT, TERM and HUP are passed on to the command while it runs. Received
+while waiting for the lock, they make latchkey leave the wait queue and exit 128+N.
+
+Durations: 500ms, 30s, 5m, 1h 30m. A name that starts with '-' goes after '--name'.
+
+Exit status:
+  the command's own (128+N if a signal N killed it)
+  64   usage: a bad option or value (checked before connecting)
+  69   Redis unavailable, not Redis, TLS failed, credentials refused or ACL denied
+  70   the lease was lost mid-run (the command got SIGTERM, then SIGKILL after
+       --kill-after), or an internal error
+  75   the lock stayed busy for the whole wait (--wait, --no-wait)
+  126  the command is not executable;  127  the command was not found
+  128+N  latchkey received signal N while waiting for the lock";
+
+#[derive(Debug, Args)]
+#[command(after_help = RUN_HELP)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub name: LockName,
+
+    /// Lease length, renewed every third of it while the command runs (at least 100ms).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, allow_hyphen_values = true)]
     pub ttl: Duration,
 
     /// Give up (exit 75) if the lock stays busy this long; without it, wait as long as it takes.
-    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "no_wait")]
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "no_wait", allow_hyphen_values = true)]
     pub wait: Option<Duration>,
 
     /// Exit 75 at once if the lock is busy.
@@ -87,7 +147,7 @@ pub struct RunArgs {
     pub fair: bool,
 
     /// After the lease is lost: how long the command gets between SIGTERM and SIGKILL.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, allow_hyphen_values = true)]
     pub kill_after: Duration,
 
     /// The command and its arguments, after `--`.
@@ -97,8 +157,8 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The lock's name.
-    pub name: String,
+    #[command(flatten)]
+    pub name: LockName,
 
     /// Print the result as one line of JSON.
     #[arg(long)]
@@ -118,8 +178,8 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
-    /// The lock's name.
-    pub name: String,
+    #[command(flatten)]
+    pub name: LockName,
 
     /// Required: breaking someone else's lock is never done by accident.
     #[arg(long)]
@@ -135,12 +195,12 @@ pub struct ThrottleArgs {
     /// The rate-limited key (e.g. sms:+15551234567).
     pub key: String,
 
-    /// Calls allowed per window.
-    #[arg(long)]
+    /// Calls allowed per window (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: u64,
 
     /// The window length.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = humantime::parse_duration, allow_hyphen_values = true)]
     pub per: Duration,
 
     /// Print the result as one line of JSON.

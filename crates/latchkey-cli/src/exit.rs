@@ -4,17 +4,21 @@
 //! |---|---|
 //! | 0  | success (`run`: the command's own status; `throttle`: allowed) |
 //! | 1  | `throttle`: over the limit |
-//! | 64 | usage: bad flag, argument or value (EX_USAGE) |
-//! | 69 | Redis unreachable, or refused our credentials (EX_UNAVAILABLE) |
+//! | 64 | usage: bad flag, argument or value, checked before connecting (EX_USAGE) |
+//! | 66 | `--tls-ca`: the file cannot be read (EX_NOINPUT) |
+//! | 69 | Redis unreachable, not Redis, TLS failed, credentials refused, ACL denied, read-only replica (EX_UNAVAILABLE) |
 //! | 70 | internal error, or the lease was lost mid-run (EX_SOFTWARE) |
 //! | 75 | the lock stayed busy for the whole wait (EX_TEMPFAIL) |
-//! | 127 | `run`: the command could not be started |
+//! | 126 | `run`: the command is not executable |
+//! | 127 | `run`: the command was not found |
+//! | 128+N | `run`: latchkey received signal N while waiting for the lock |
 
 use std::process::ExitCode;
 
 use latchkey::Error;
 
 pub const USAGE: u8 = 64;
+pub const NO_INPUT: u8 = 66;
 pub const UNAVAILABLE: u8 = 69;
 pub const SOFTWARE: u8 = 70;
 pub const TEMPFAIL: u8 = 75;
@@ -69,7 +73,9 @@ impl From<Error> for Failure {
             Error::Unreachable { .. }
             | Error::AuthFailed { .. }
             | Error::AclDenied { .. }
-            | Error::ReadOnly { .. } => UNAVAILABLE,
+            | Error::ReadOnly { .. }
+            | Error::NotRedis { .. }
+            | Error::Tls { .. } => UNAVAILABLE,
             Error::Busy { .. } => TEMPFAIL,
             _ => SOFTWARE,
         };

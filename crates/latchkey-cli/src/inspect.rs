@@ -14,6 +14,8 @@ struct LockView {
     name: String,
     held: bool,
     holder: Option<String>,
+    /// False while another library (redis-py, redsync …) holds the lock.
+    holder_is_latchkey: bool,
     fence: Option<u64>,
     ttl_ms: Option<u64>,
     waiters: u64,
@@ -25,6 +27,7 @@ impl LockView {
             name: name.to_owned(),
             held: status.is_held(),
             holder: status.masked_holder(),
+            holder_is_latchkey: status.is_held_by_latchkey(),
             fence: status.fence,
             ttl_ms: status.ttl.map(output::millis),
             waiters: status.waiters,
@@ -42,6 +45,12 @@ impl LockView {
         let left = status.ttl.map_or("no expiry".to_owned(), |t| {
             format!("{} left", output::human(t))
         });
+        if !self.holder_is_latchkey {
+            return format!(
+                "{}: held by {holder}, not a latchkey client (no fence, {left}, {} waiting)",
+                self.name, self.waiters
+            );
+        }
         format!(
             "{}: held by {holder} (fence {fence}, {left}, {} waiting)",
             self.name, self.waiters
@@ -50,9 +59,11 @@ impl LockView {
 }
 
 pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
+    let name = args.name.as_str();
+    connect::check_name(global, name)?;
     let client = connect::client(global).await?;
-    let status = client.mutex(&args.name)?.status().await?;
-    let view = LockView::new(&args.name, &status);
+    let status = client.mutex(name)?.status().await?;
+    let view = LockView::new(name, &status);
     match args.json {
         true => output::json(&view)?,
         false => println!("{}", view.line(&status)),
@@ -95,13 +106,15 @@ pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> 
     if !args.force {
         return Err(Failure::usage(format!(
             "refusing to break lock {:?} without --force (it may belong to a live process)",
-            args.name
+            args.name.as_str()
         )));
     }
+    let name = args.name.as_str();
+    connect::check_name(global, name)?;
     let client = connect::client(global).await?;
-    let was = client.mutex(&args.name)?.force_release().await?;
+    let was = client.mutex(name)?.force_release().await?;
     let report = Broken {
-        name: args.name,
+        name: name.to_owned(),
         broken: was.is_some(),
         holder: was.as_ref().and_then(LockStatus::masked_holder),
         fence: was.as_ref().and_then(|s| s.fence),

@@ -4,6 +4,8 @@
 //! `LATCHKEY_LOCK` in its environment, passes INT, TERM and HUP on to it, and
 //! releases the lock when it ends, however it ends. If the lease is lost mid-run the
 //! command gets SIGTERM, then SIGKILL after `--kill-after`, and latchkey exits 70.
+//! A signal that arrives while latchkey still waits for the lock makes it leave the
+//! wait queue and exit 128 + N.
 
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -18,28 +20,25 @@ use crate::cli::{Global, RunArgs};
 use crate::connect;
 use crate::exit::{self, Failure};
 
-/// Exit status when the command cannot be started, as shells use.
-const NOT_RUNNABLE: u8 = 127;
-/// How long the final release may take before latchkey gives up on it (the lease
-/// then ends on its own).
+/// Exit statuses when the command cannot be started, as shells use them.
+const NOT_EXECUTABLE: u8 = 126;
+const NOT_FOUND: u8 = 127;
+/// How long the final release (or leaving the queue) may take before latchkey gives
+/// up on it (the lease, or the waiter lease, then ends on its own).
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
-    let client = connect::client(global).await?;
-    let fairness = match args.fair {
-        true => Fairness::Fair,
-        false => Fairness::Plain,
+    let name = args.name.as_str();
+    connect::check_name(global, name)?;
+    let lease = Lease::renewed(args.ttl)?;
+    // From here on INT, TERM and HUP are ours to handle: while waiting, by leaving
+    // the queue; while the command runs, by passing them on.
+    let mut signals = Signals::listen()?;
+    let guard = tokio::select! {
+        taken = take(global, &args, lease) => taken?,
+        signal = signals.recv() => return Err(interrupted(signal, name).await),
     };
-    let mutex = client
-        .mutex(&args.name)?
-        .with_lease(Lease::renewed(args.ttl)?)
-        .with_fairness(fairness);
-    let guard = match (args.no_wait, args.wait) {
-        (true, _) => mutex.try_lock().await?,
-        (false, Some(wait)) => mutex.lock_timeout(wait).await?,
-        (false, None) => mutex.lock().await?,
-    };
-    tracing::debug!(lock = %args.name, fence = guard.fence(), "lock taken");
+    tracing::debug!(lock = %name, fence = guard.fence(), "lock taken");
     let child = match spawn(&args, &guard) {
         Ok(child) => child,
         Err(failure) => {
@@ -47,9 +46,44 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
             return Err(failure);
         }
     };
-    let outcome = supervise(child, &guard, &args).await;
+    let outcome = supervise(child, &guard, &args, &mut signals).await;
     release(guard).await;
     outcome
+}
+
+/// Connects and waits for the lock as the options say.
+async fn take(global: &Global, args: &RunArgs, lease: Lease) -> Result<MutexGuard, Failure> {
+    let client = connect::client(global).await?;
+    let fairness = match args.fair {
+        true => Fairness::Fair,
+        false => Fairness::Plain,
+    };
+    let mutex = client
+        .mutex(args.name.as_str())?
+        .with_lease(lease)
+        .with_fairness(fairness);
+    let guard = match (args.no_wait, args.wait) {
+        (true, _) => mutex.try_lock().await?,
+        (false, Some(wait)) => mutex.lock_timeout(wait).await?,
+        (false, None) => mutex.lock().await?,
+    };
+    Ok(guard)
+}
+
+/// A signal ended the wait: the dropped wait leaves the queue in the background;
+/// let it finish before the process exits, and exit as a shell would, 128 + N.
+async fn interrupted(signal: Signal, name: &str) -> Failure {
+    let left = latchkey::finish_background_releases(RELEASE_TIMEOUT).await;
+    let queue = match left {
+        true => "left the wait queue",
+        false => {
+            "Redis did not confirm leaving the wait queue; the entry expires with its waiter lease"
+        }
+    };
+    Failure::with_status(
+        128 + signal as u8,
+        format!("{signal} while waiting for {name:?}: {queue}"),
+    )
 }
 
 fn spawn(args: &RunArgs, guard: &MutexGuard) -> Result<Child, Failure> {
@@ -60,20 +94,57 @@ fn spawn(args: &RunArgs, guard: &MutexGuard) -> Result<Child, Failure> {
     Command::new(program)
         .args(rest)
         .env("LATCHKEY_FENCE", guard.fence().to_string())
-        .env("LATCHKEY_LOCK", &args.name)
+        .env("LATCHKEY_LOCK", args.name.as_str())
         .spawn()
-        .map_err(|e| Failure::with_status(NOT_RUNNABLE, format!("cannot run {program:?}: {e}")))
+        .map_err(|e| {
+            let status = match e.kind() {
+                std::io::ErrorKind::PermissionDenied => NOT_EXECUTABLE,
+                _ => NOT_FOUND,
+            };
+            Failure::with_status(status, format!("cannot run {program:?}: {e}"))
+        })
+}
+
+/// INT, TERM and HUP, caught instead of ending latchkey at once.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn listen() -> Result<Self, Failure> {
+        let listen = |kind| {
+            signal(kind).map_err(|e| Failure::software(format!("cannot listen for signals: {e}")))
+        };
+        Ok(Signals {
+            interrupt: listen(SignalKind::interrupt())?,
+            terminate: listen(SignalKind::terminate())?,
+            hangup: listen(SignalKind::hangup())?,
+        })
+    }
+
+    async fn recv(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.interrupt.recv() => Signal::SIGINT,
+            _ = self.terminate.recv() => Signal::SIGTERM,
+            _ = self.hangup.recv() => Signal::SIGHUP,
+        }
+    }
 }
 
 /// Waits for the child, forwarding signals, and stops it if the lease is lost.
-async fn supervise(mut child: Child, guard: &MutexGuard, args: &RunArgs) -> Result<u8, Failure> {
+async fn supervise(
+    mut child: Child,
+    guard: &MutexGuard,
+    args: &RunArgs,
+    signals: &mut Signals,
+) -> Result<u8, Failure> {
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw);
-    let mut interrupt = listen(SignalKind::interrupt())?;
-    let mut terminate = listen(SignalKind::terminate())?;
-    let mut hangup = listen(SignalKind::hangup())?;
+    let name = args.name.as_str();
     let lost = guard.lost();
     tokio::pin!(lost);
     let mut lease_lost = false;
@@ -84,15 +155,13 @@ async fn supervise(mut child: Child, guard: &MutexGuard, args: &RunArgs) -> Resu
             status = child.wait() => {
                 let status = status.map_err(|e| Failure::software(format!("lost track of the command: {e}")))?;
                 return match lease_lost {
-                    true => Err(Failure::with_status(exit::SOFTWARE, format!("the lease on {:?} was lost; the command was stopped", args.name))),
+                    true => Err(Failure::with_status(exit::SOFTWARE, format!("the lease on {name:?} was lost; the command was stopped"))),
                     false => Ok(exit_code(status)),
                 };
             }
-            _ = interrupt.recv() => forward(pid, Signal::SIGINT),
-            _ = terminate.recv() => forward(pid, Signal::SIGTERM),
-            _ = hangup.recv() => forward(pid, Signal::SIGHUP),
+            signal = signals.recv() => forward(pid, signal),
             () = &mut lost, if !lease_lost => {
-                eprintln!("latchkey: the lease on {:?} was lost; sending SIGTERM (SIGKILL in {})", args.name, crate::output::human(args.kill_after));
+                eprintln!("latchkey: the lease on {name:?} was lost; sending SIGTERM (SIGKILL in {})", crate::output::human(args.kill_after));
                 lease_lost = true;
                 forward(pid, Signal::SIGTERM);
                 kill_timer.as_mut().reset(tokio::time::Instant::now() + args.kill_after);
@@ -103,10 +172,6 @@ async fn supervise(mut child: Child, guard: &MutexGuard, args: &RunArgs) -> Resu
             }
         }
     }
-}
-
-fn listen(kind: SignalKind) -> Result<tokio::signal::unix::Signal, Failure> {
-    signal(kind).map_err(|e| Failure::software(format!("cannot listen for signals: {e}")))
 }
 
 fn forward(pid: Option<Pid>, signal: Signal) {

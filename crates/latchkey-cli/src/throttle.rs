@@ -22,6 +22,8 @@ struct Report<'a> {
 }
 
 pub async fn throttle(global: &Global, args: ThrottleArgs) -> Result<u8, Failure> {
+    connect::check_name(global, &args.key)?;
+    latchkey::Ttl::new(args.per)?;
     let client = connect::client(global).await?;
     let decision = client
         .fixed_window(&args.key, args.limit, args.per)?

@@ -304,7 +304,8 @@ fn busy_detail(waited: Duration, holder: Option<&str>, left: Option<Duration>) -
             humanize(waited)
         );
     };
-    let waited = match waited.is_zero() {
+    // A `try_lock` does not wait; its one round trip is not worth mentioning.
+    let waited = match waited < Duration::from_millis(1) {
         true => String::new(),
         false => format!(" after waiting {}", humanize(waited)),
     };

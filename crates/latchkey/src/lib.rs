@@ -51,5 +51,5 @@ pub use client::Client;
 pub use error::{Cause, Error, Result};
 pub use key::{LockKey, Prefix};
 pub use lease::{Lease, Ttl};
-pub use lock::{Fairness, LockStatus, Mutex, MutexGuard};
+pub use lock::{Fairness, LockStatus, Mutex, MutexGuard, finish_background_releases};
 pub use token::OwnerToken;

@@ -17,4 +17,5 @@ pub use fairness::Fairness;
 pub use guard::MutexGuard;
 pub(crate) use local::LocalLocks;
 pub use mutex::Mutex;
+pub use release_on_drop::finish_background_releases;
 pub use status::LockStatus;

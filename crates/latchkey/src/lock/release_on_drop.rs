@@ -12,7 +12,10 @@
 
 use std::time::Instant;
 
+use std::sync::OnceLock;
+
 use tokio::runtime::Handle;
+use tokio_util::task::TaskTracker;
 
 use super::local::{LocalLocks, Turn};
 use crate::error::Result;
@@ -161,7 +164,7 @@ impl<S: LockStore> Drop for ReleaseOnDrop<S> {
         let mut hold = self.take();
         // A runtime that is shutting down drops the task instead of running it; the
         // lease then ends on its own. Spawning itself never panics.
-        runtime.spawn(async move {
+        background().spawn_on(async move {
             match hold.release().await {
                 Ok(released) => tracing::debug!(key = %hold.key, released, "released a dropped lock"),
                 Err(error) => {
@@ -169,8 +172,40 @@ impl<S: LockStore> Drop for ReleaseOnDrop<S> {
                     tracing::warn!(key = %hold.key, %error, "could not release a dropped lock; it frees itself when its lease ends");
                 }
             }
-        });
+        }, &runtime);
     }
+}
+
+/// The releases running in the background, so a process can wait for them before it
+/// exits (a runtime that shuts down drops them unfinished).
+fn background() -> &'static TaskTracker {
+    static BACKGROUND: OnceLock<TaskTracker> = OnceLock::new();
+    BACKGROUND.get_or_init(TaskTracker::new)
+}
+
+/// Waits until every release this process started in the background has finished:
+/// those of dropped guards and of waits that were cancelled or gave up. Call it
+/// before the process exits (or its runtime shuts down), which would otherwise cut
+/// them off and leave a lock held, or a queue entry, until its lease ends. Returns
+/// `false` if some were still running after `timeout`.
+///
+/// ```no_run
+/// # async fn demo(mutex: latchkey::Mutex) {
+/// let waiting = mutex.lock();
+/// tokio::select! {
+///     _ = waiting => {}
+///     _ = tokio::signal::ctrl_c() => {} // the wait is dropped: it leaves the queue in the background
+/// }
+/// latchkey::finish_background_releases(std::time::Duration::from_secs(2)).await;
+/// # }
+/// ```
+pub async fn finish_background_releases(timeout: std::time::Duration) -> bool {
+    let tracker = background();
+    // `wait` needs a closed tracker; reopening lets later releases be tracked again.
+    tracker.close();
+    let finished = tokio::time::timeout(timeout, tracker.wait()).await.is_ok();
+    tracker.reopen();
+    finished
 }
 
 /// Each state undoes exactly what it may have in Redis, against a store that records
