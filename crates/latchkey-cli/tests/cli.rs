@@ -2,7 +2,6 @@
 
 use std::process::{Command, Output};
 
-#[cfg(feature = "demo")]
 use latchkey_testkit::RedisServer;
 
 fn latchkey(args: &[&str]) -> Output {
@@ -111,5 +110,87 @@ fn an_unreachable_or_refusing_redis_exits_69_without_leaking_the_password() {
         stderr.contains("unreachable") && !stderr.contains("hunter2"),
         "{stderr}"
     );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn bad_values_exit_64_before_connecting() {
+    // Port 1: nothing listens, so a value checked only after connecting would give 69.
+    let closed = "redis://127.0.0.1:1";
+    for args in [
+        &["run", "job", "--ttl", "0", "--", "true"][..],
+        &["run", "job", "--ttl", "-5s", "--", "true"],
+        &["run", "job", "--ttl", "1ms", "--", "true"],
+        &["run", "bad\nname", "--", "true"],
+        &["status", ""],
+        &["throttle", "sms", "--limit", "0", "--per", "1m"],
+        &["throttle", "sms", "--limit", "1", "--per", "0s"],
+        &["--prefix", "with space", "status", "job"],
+        &["--tls-ca", "/etc/hostname", "status", "job"],
+    ] {
+        let output = latchkey(&[&["--redis", closed], args].concat());
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(64), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+    // A negative duration is a bad value, not the start of the command.
+    let output = latchkey(&[
+        "--redis", closed, "run", "job", "--ttl", "-5s", "--", "true",
+    ]);
+    assert!(
+        text(&output.stderr).contains("--ttl"),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+#[test]
+fn a_server_that_is_not_redis_exits_69_with_one_line() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut socket in listener.incoming().flatten() {
+            use std::io::Write;
+            let _ = socket.write_all(b"HTTP/1.0 400 Bad Request\r\n\r\n");
+        }
+    });
+    let url = format!("redis://127.0.0.1:{port}");
+    let output = latchkey(&["--redis", &url, "status", "job"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
+    assert!(stderr.contains("not a Redis server"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn tls_works_with_a_private_ca_and_says_when_the_server_is_plain() {
+    let server = RedisServer::builder().tls().start().unwrap();
+    let ca = server
+        .tls_files()
+        .unwrap()
+        .ca_cert
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let url = server.url();
+    let output = latchkey(&["--redis", &url, "--tls-ca", &ca, "run", "job", "--", "true"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let output = latchkey(&["--redis", &url, "--tls-insecure", "status", "job"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    // Without the CA the certificate is refused, in one line.
+    let output = latchkey(&["--redis", &url, "status", "job"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
+    assert!(
+        stderr.contains("TLS") && stderr.contains("certificate"),
+        "{stderr}"
+    );
+
+    let plain = RedisServer::start().unwrap();
+    let wrong = plain.url().replace("redis://", "rediss://");
+    let output = latchkey(&["--redis", &wrong, "status", "job"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
+    assert!(stderr.contains("TLS handshake"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }

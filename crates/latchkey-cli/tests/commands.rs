@@ -92,11 +92,19 @@ fn no_wait_while_held_exits_75() {
     wait_for_file(&ready);
     let busy = output(&server, &["run", "job", "--no-wait", "--", "true"]);
     assert_eq!(busy.status.code(), Some(75), "{}", stderr(&busy));
-    assert!(stderr(&busy).contains("busy"), "{}", stderr(&busy));
+    // One line naming the holder (masked) and how long its lease has left.
+    let message = stderr(&busy);
+    assert!(message.contains("busy: held by "), "{message}");
+    assert!(
+        message.contains("… ") || message.contains("…;"),
+        "{message}"
+    );
+    assert!(message.contains("lease has "), "{message}");
+    assert_eq!(message.lines().count(), 1, "{message}");
     let waited = output(&server, &["run", "job", "--wait", "300ms", "--", "true"]);
     assert_eq!(waited.status.code(), Some(75));
     assert!(
-        stderr(&waited).contains("still held after waiting 3"),
+        stderr(&waited).contains("after waiting 3"),
         "{}",
         stderr(&waited)
     );
@@ -362,4 +370,184 @@ fn bench_writes_its_json_and_chart() {
             .unwrap()
             .contains("<rect")
     );
+}
+
+/// The README's ACL line, with its user name and password.
+fn readme_acl_line() -> (String, String, String) {
+    let readme = include_str!("../../../README.md");
+    let line = readme
+        .lines()
+        .find(|line| line.starts_with("ACL SETUSER "))
+        .expect("the README gives an ACL SETUSER line");
+    let mut words = line.split_whitespace().skip(2);
+    let user = words.next().unwrap().to_owned();
+    let rules: Vec<&str> = words.collect();
+    let password = rules
+        .iter()
+        .find_map(|rule| rule.strip_prefix('>'))
+        .expect("the line sets a password")
+        .to_owned();
+    (user, password, rules.join(" "))
+}
+
+#[test]
+fn every_command_works_for_a_user_made_by_the_readme_acl_line() {
+    let (user, password, rules) = readme_acl_line();
+    let server = RedisServer::builder()
+        .user(&user, &password, &rules)
+        .start()
+        .unwrap();
+    let url = server.url_as(&user, &password);
+    let as_user = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+            .env("LATCHKEY_REDIS", &url)
+            .env("LATCHKEY_PREFIX", "myapp:")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {:?} {}",
+            output.status,
+            stderr(&output)
+        );
+        output
+    };
+    // A holder, and a fair waiter queued behind it that the release wakes.
+    let holder = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", &url)
+        .env("LATCHKEY_PREFIX", "myapp:")
+        .args(["run", "job", "--", "sleep", "1"])
+        .spawn()
+        .unwrap();
+    wait_until_held(&server, "myapp:job");
+    as_user(&["run", "job", "--fair", "--wait", "10s", "--", "true"]);
+    as_user(&["run", "{tagged}job", "--", "true"]);
+    let listed = as_user(&["list", "--json"]);
+    assert!(stdout(&listed).starts_with('['));
+    as_user(&["status", "job", "--json"]);
+    as_user(&["release", "job", "--force"]);
+    as_user(&["throttle", "sms:1", "--limit", "1", "--per", "1m"]);
+    wait_for_exit(holder);
+}
+
+#[test]
+fn a_user_missing_a_command_gets_exit_69_naming_the_rules() {
+    let (user, password, rules) = readme_acl_line();
+    let server = RedisServer::builder()
+        .user(&user, &password, &format!("{rules} -zadd"))
+        .start()
+        .unwrap();
+    let holder = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", server.url_as(&user, &password))
+        .env("LATCHKEY_PREFIX", "myapp:")
+        .args(["run", "job", "--", "sleep", "1"])
+        .spawn()
+        .unwrap();
+    wait_until_held(&server, "myapp:job");
+    // Queueing calls ZADD inside the script.
+    let waiter = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", server.url_as(&user, &password))
+        .env("LATCHKEY_PREFIX", "myapp:")
+        .args(["run", "job", "--wait", "5s", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(waiter.status.code(), Some(69), "{}", stderr(&waiter));
+    let message = stderr(&waiter);
+    assert!(
+        message.contains("ACL") && message.contains("+zadd"),
+        "{message}"
+    );
+    assert_eq!(message.lines().count(), 1, "{message}");
+    wait_for_exit(holder);
+}
+
+/// Polls until `key` exists; panics after 10 s.
+fn wait_until_held(server: &RedisServer, key: &str) {
+    let mut admin = server.connection().unwrap();
+    let started = Instant::now();
+    while !redis::Commands::exists::<_, bool>(&mut admin, key).unwrap() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{key} never held"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn wait_for_exit(mut child: Child) {
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn a_signal_while_queued_leaves_the_queue_and_exits_128_plus_n() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let mut holder = run_in_background(
+        &server,
+        &["job"],
+        &format!("touch {}; sleep 30", ready.display()),
+    );
+    wait_for_file(&ready);
+    let mut admin = server.connection().unwrap();
+    for (signal, status) in [(Signal::SIGINT, 130), (Signal::SIGTERM, 143)] {
+        let waiter = run_in_background(&server, &["job", "--fair"], "true");
+        let started = Instant::now();
+        while redis::Commands::zcard::<_, u64>(&mut admin, "{job}:lk:queue").unwrap() == 0 {
+            assert!(started.elapsed() < Duration::from_secs(10), "never queued");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        kill(Pid::from_raw(waiter.id() as i32), signal).unwrap();
+        let output = waiter.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(status), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("left the wait queue"),
+            "{}",
+            stderr(&output)
+        );
+        // Gone at once, not when its waiter lease runs out.
+        let queued: u64 = redis::Commands::zcard(&mut admin, "{job}:lk:queue").unwrap();
+        assert_eq!(queued, 0);
+    }
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}
+
+#[test]
+fn names_starting_with_a_dash_and_commands_that_cannot_run() {
+    let server = RedisServer::start().unwrap();
+    let ran = output(
+        &server,
+        &[
+            "run",
+            "--name",
+            "-dash",
+            "--",
+            "sh",
+            "-c",
+            "echo $LATCHKEY_LOCK",
+        ],
+    );
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    assert_eq!(stdout(&ran).trim(), "-dash");
+    let status = output(&server, &["status", "--name", "-dash"]);
+    assert!(
+        stdout(&status).starts_with("-dash: free"),
+        "{}",
+        stdout(&status)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let not_executable = dir.path().join("script.sh");
+    std::fs::write(&not_executable, "#!/bin/sh\ntrue\n").unwrap();
+    let path = not_executable.to_str().unwrap();
+    let denied = output(&server, &["run", "job", "--", path]);
+    assert_eq!(denied.status.code(), Some(126), "{}", stderr(&denied));
+    let missing = output(&server, &["run", "job", "--", "/nonexistent/cmd"]);
+    assert_eq!(missing.status.code(), Some(127), "{}", stderr(&missing));
+    // Neither left the lock held.
+    let free = output(&server, &["status", "job"]);
+    assert!(stdout(&free).starts_with("job: free"), "{}", stdout(&free));
 }
