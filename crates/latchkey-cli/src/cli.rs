@@ -254,6 +254,8 @@ pub enum BenchScenario {
     Handoff,
     /// 10 000 tasks waiting on 1 000 locks.
     Waiters,
+    /// Release → waiter holding, after a latchkey holder and after another library's.
+    Wakeup,
 }
 
 #[cfg(feature = "bench")]
@@ -264,6 +266,7 @@ impl From<BenchScenario> for latchkey_bench::Scenario {
             BenchScenario::Contended => latchkey_bench::Scenario::Contended,
             BenchScenario::Handoff => latchkey_bench::Scenario::Handoff,
             BenchScenario::Waiters => latchkey_bench::Scenario::Waiters,
+            BenchScenario::Wakeup => latchkey_bench::Scenario::Wakeup,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The scenarios: what runs, with how many tasks, on which keys.
 
 mod waiters;
+mod wakeup;
 mod workload;
 
 use std::time::Duration;
@@ -24,15 +25,19 @@ pub enum Scenario {
     Handoff,
     /// 10 000 tasks waiting on 1 000 locks (latchkey only).
     Waiters,
+    /// One waiter, one holder: release → waiter holding, when the holder is latchkey
+    /// and when it is another library (latchkey only).
+    Wakeup,
 }
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 4] = [
+    pub const ALL: [Scenario; 5] = [
         Scenario::Uncontended,
         Scenario::Contended,
         Scenario::Handoff,
         Scenario::Waiters,
+        Scenario::Wakeup,
     ];
 
     /// The name used on the command line, in tables and in JSON.
@@ -42,6 +47,7 @@ impl Scenario {
             Scenario::Contended => "contended",
             Scenario::Handoff => "handoff",
             Scenario::Waiters => "waiters",
+            Scenario::Wakeup => "wakeup",
         }
     }
 
@@ -49,6 +55,7 @@ impl Scenario {
     pub(crate) fn steps(self) -> u64 {
         match self {
             Scenario::Waiters => 1,
+            Scenario::Wakeup => 2,
             _ => workload::steps(),
         }
     }
@@ -82,6 +89,7 @@ impl Scenario {
                     .await
             }
             Scenario::Waiters => waiters::run(url, progress).await,
+            Scenario::Wakeup => wakeup::run(url, duration, progress).await,
         }
     }
 }
