@@ -31,6 +31,11 @@
 //!   [`Mutex::lock_timeout`] to bound it.
 //! - The store is always a [`SingleNode`](crate::store::SingleNode) opened by URL or
 //!   from a redis-rs client.
+//!
+//! Waiting, leases, fencing and the behaviour under faults are those of the async API:
+//! see the [crate docs](crate#leases). Every fallible call returns the errors of its
+//! async twin (linked from its `# Errors` section), and [`Error::Runtime`] if the
+//! client's runtime has shut down or the call panicked on it.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -143,7 +148,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// Redis errors, as for every call.
+    /// As [`crate::Client::list`], and [`Error::Runtime`].
     ///
     /// ```no_run
     /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
@@ -161,7 +166,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for an invalid name, a zero limit or window.
+    /// [`Error::InvalidArgument`] for an invalid name, a zero limit, or a window below
+    /// 1 ms or above ten years.
     ///
     /// ```no_run
     /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
@@ -192,11 +198,13 @@ pub struct FixedWindow {
 }
 
 impl FixedWindow {
-    /// Counts one call and says whether it is allowed.
+    /// Counts one call and says whether it is allowed (see
+    /// [`crate::ratelimit::FixedWindow::check`]).
     ///
     /// # Errors
     ///
-    /// Redis errors (unreachable, ACL …).
+    /// As [`crate::ratelimit::FixedWindow::check`], and [`Error::Runtime`]. When it
+    /// fails, the call may or may not have been counted.
     ///
     /// ```no_run
     /// # fn demo(quota: latchkey::blocking::FixedWindow) -> latchkey::Result<()> {
@@ -294,11 +302,13 @@ impl Mutex {
         self.inner.fairness()
     }
 
-    /// Holder (mask it before display), remaining lease, last fence, waiters.
+    /// Holder (mask it before display), remaining lease, last fence, waiters (see
+    /// [`crate::Mutex::status`]).
     ///
     /// # Errors
     ///
-    /// Redis errors; [`Error::WrongType`] if the key is not a lock.
+    /// As [`crate::Mutex::status`]: [`Error::WrongType`] if the key is not a lock,
+    /// the errors a reply can carry; and [`Error::Runtime`].
     ///
     /// ```no_run
     /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
@@ -313,7 +323,8 @@ impl Mutex {
     ///
     /// # Errors
     ///
-    /// [`Error::Busy`] if it is held; Redis errors.
+    /// As [`crate::Mutex::try_lock`]: [`Error::Busy`] if it is held,
+    /// [`Error::Unreachable`] and the errors a reply can carry; and [`Error::Runtime`].
     ///
     /// ```no_run
     /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
@@ -328,11 +339,13 @@ impl Mutex {
         self.guard(block_on(&self.runtime, self.inner.try_lock())?)
     }
 
-    /// Blocks until the lock is ours (see [`crate::Mutex::lock`]).
+    /// Blocks until the lock is ours (see [`crate::Mutex::lock`]). Nothing can
+    /// interrupt it: prefer [`lock_timeout`](Self::lock_timeout).
     ///
     /// # Errors
     ///
-    /// Only errors retrying cannot fix (credentials, ACL, a key of another type).
+    /// As [`crate::Mutex::lock`]: only errors retrying cannot fix (credentials, ACL,
+    /// a key of another type …); and [`Error::Runtime`].
     ///
     /// ```no_run
     /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
@@ -347,8 +360,9 @@ impl Mutex {
     ///
     /// # Errors
     ///
-    /// [`Error::Busy`] if it stayed held; the last transient error if Redis could not
-    /// be reached as the wait ran out.
+    /// As [`crate::Mutex::lock_timeout`]: [`Error::Busy`] if it stayed held, the last
+    /// transient error if Redis could not be reached as the wait ran out, at once the
+    /// errors retrying cannot fix; and [`Error::Runtime`].
     ///
     /// ```no_run
     /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
@@ -366,7 +380,8 @@ impl Mutex {
     /// # Errors
     ///
     /// As [`lock`](Self::lock); [`Error::LeaseLost`] if the lease was lost before
-    /// `work` returned (its result is dropped: it ran unprotected).
+    /// `work` returned or the release found the lock no longer ours (its result is
+    /// dropped: it ran unprotected); the release's errors, with the result dropped.
     ///
     /// ```no_run
     /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
@@ -384,11 +399,12 @@ impl Mutex {
         Ok(value)
     }
 
-    /// Whether anybody (latchkey or another library) holds the lock right now.
+    /// Whether anybody (latchkey or another library) holds the lock right now (see
+    /// [`crate::Mutex::is_locked`]).
     ///
     /// # Errors
     ///
-    /// Redis errors.
+    /// As [`crate::Mutex::is_locked`], and [`Error::Runtime`].
     ///
     /// ```no_run
     /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
@@ -403,7 +419,8 @@ impl Mutex {
     ///
     /// # Errors
     ///
-    /// Redis errors; [`Error::Busy`] if the lock kept changing hands.
+    /// As [`crate::Mutex::force_release`]: [`Error::Busy`] if the lock kept changing
+    /// hands, the errors a reply can carry; and [`Error::Runtime`].
     ///
     /// ```no_run
     /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
@@ -521,7 +538,14 @@ impl MutexGuard {
         self.inner().is_lost()
     }
 
-    /// The `lost` signal as a token another thread can check or wait on.
+    /// The `lost` signal as a token another thread can check or wait on (see
+    /// [`crate::MutexGuard::lost_token`]).
+    ///
+    /// With a fixed lease, the token is cancelled when the lease runs out by our
+    /// clock only if this is called on a thread inside a tokio runtime (such as one of
+    /// `spawn_blocking`); on a plain thread it is cancelled only when an
+    /// [`extend`](Self::extend) finds the lock gone. Check [`is_lost`](Self::is_lost)
+    /// as well. A renewed lease's watchdog cancels it in every case.
     ///
     /// ```no_run
     /// # fn demo(guard: latchkey::blocking::MutexGuard) {
@@ -555,12 +579,15 @@ impl MutexGuard {
         self.inner().valid_until()
     }
 
-    /// Resets the lease to `ttl` from now (see [`crate::MutexGuard::extend`]).
+    /// Resets the lease to `ttl` from now (see [`crate::MutexGuard::extend`]; with a
+    /// renewed lease, the watchdog's next renewal resets it again).
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`] if the lock is gone; [`Error::InvalidArgument`] for an
-    /// invalid `ttl`; Redis errors.
+    /// As [`crate::MutexGuard::extend`]: [`Error::LeaseLost`] if the lock is gone;
+    /// [`Error::InvalidArgument`] for a `ttl` below 1 ms or above ten years; the
+    /// errors a reply can carry, after which the lease may or may not have been
+    /// reset; and [`Error::Runtime`].
     ///
     /// ```no_run
     /// # fn demo(guard: latchkey::blocking::MutexGuard) -> latchkey::Result<()> {
@@ -571,11 +598,12 @@ impl MutexGuard {
         block_on(&self.runtime, self.inner().extend(ttl))?
     }
 
-    /// Asks Redis whether the lock is still ours.
+    /// Asks Redis whether the lock is still ours (see
+    /// [`crate::MutexGuard::is_held`]).
     ///
     /// # Errors
     ///
-    /// Redis errors.
+    /// As [`crate::MutexGuard::is_held`], and [`Error::Runtime`].
     ///
     /// ```no_run
     /// # fn demo(guard: latchkey::blocking::MutexGuard) -> latchkey::Result<()> {
@@ -591,7 +619,9 @@ impl MutexGuard {
     ///
     /// # Errors
     ///
-    /// Redis errors; the lock is then released when its lease ends.
+    /// As [`crate::MutexGuard::release`], and [`Error::Runtime`]. The lock is then
+    /// still released: a second try runs in the background on the client's runtime,
+    /// and if that fails too the lock frees itself when its lease ends.
     ///
     /// ```no_run
     /// # fn demo(guard: latchkey::blocking::MutexGuard) -> latchkey::Result<()> {

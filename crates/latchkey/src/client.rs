@@ -8,7 +8,9 @@ use crate::ratelimit::FixedWindow;
 use crate::store::{Connection, LockStore, SingleNode};
 
 /// Hands out locks on one store, all under one key prefix. Cheap to clone: clones
-/// share the connection.
+/// share the connection, the subscriber connection that wakes waiters, and the local
+/// line in which the tasks of this process pass plain locks to each other (see
+/// [Plain or fair](crate#plain-or-fair)).
 ///
 /// ```no_run
 /// # async fn demo() -> latchkey::Result<()> {
@@ -25,7 +27,31 @@ pub struct Client<S = SingleNode> {
 }
 
 impl Client<SingleNode> {
-    /// Connects to one Redis server by URL (`redis://`, `rediss://`, `redis+unix://`).
+    /// Connects to one Redis server by URL (`redis://`, `rediss://` for TLS,
+    /// `redis+unix://`). User name and password go in the URL. One PING checks the
+    /// server and the credentials now, not at the first lock. The connection
+    /// reconnects by itself and is replaced when a reply times out (see
+    /// [Under faults](crate#under-faults)).
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a URL that
+    ///   cannot be parsed (the message never echoes the password);
+    /// - [`Error::Unreachable`](crate::Error::Unreachable) when nothing answers within
+    ///   the 2 s connect and 1 s reply timeouts;
+    /// - [`Error::AuthFailed`](crate::Error::AuthFailed) for a wrong or missing password;
+    /// - [`Error::AclDenied`](crate::Error::AclDenied) for a user that may not even PING;
+    /// - [`Error::NotRedis`](crate::Error::NotRedis) when the port is not a Redis server;
+    /// - [`Error::Tls`](crate::Error::Tls) for a TLS handshake that failed, an
+    ///   untrusted certificate, or a `rediss://` URL whose server does not speak TLS;
+    /// - [`Error::Redis`](crate::Error::Redis) for any other error reply.
+    ///
+    /// A replica is not detected here: the first lock answers
+    /// [`Error::ReadOnly`](crate::Error::ReadOnly).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves nothing behind: no lock is involved yet.
     ///
     /// ```no_run
     /// # async fn demo() -> latchkey::Result<()> {
@@ -36,7 +62,18 @@ impl Client<SingleNode> {
         Ok(Client::with_store(SingleNode::open(url).await?))
     }
 
-    /// Connects through a redis-rs client the application already configured.
+    /// Connects through a redis-rs client the application already configured (a
+    /// private CA with [`redis::Client::build_with_tls`], a client certificate …).
+    /// latchkey makes its own connections from it, with its own timeouts, as
+    /// [`open`](Self::open) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open), except that the URL was already parsed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves nothing behind.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -49,7 +86,16 @@ impl Client<SingleNode> {
     }
 
     /// Shares a connection the application already has (a `ConnectionManager` or a
-    /// `MultiplexedConnection`).
+    /// `MultiplexedConnection`) instead of opening another.
+    ///
+    /// Nothing is sent yet, so a wrong address or password shows up at the first
+    /// lock. The connection stays yours: latchkey does not replace it after a timeout,
+    /// and its own timeouts apply (a plain `MultiplexedConnection` that broke stays
+    /// broken). Such a client has no subscriber connection, so its waiters re-check
+    /// the lock on a timer (a few ms, backing off to 100 ms) instead of being woken;
+    /// for wake-ups, build the store with
+    /// [`SingleNode::with_subscriber`](crate::store::SingleNode::with_subscriber) and
+    /// use [`with_store`](Self::with_store).
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -63,6 +109,13 @@ impl Client<SingleNode> {
     }
 
     /// A fixed-window rate limit on `name` (key: prefix + name): `limit` calls per `per`.
+    /// Nothing is sent to Redis until [`check`](FixedWindow::check).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name
+    /// (see [`LockKey::new`]), a `limit` of 0, or a window `per` below 1 ms or above ten
+    /// years.
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
@@ -82,7 +135,7 @@ impl Client<SingleNode> {
 }
 
 impl<S: LockStore> Client<S> {
-    /// A client on any [`LockStore`].
+    /// A client on any [`LockStore`], with no prefix. Sends nothing.
     ///
     /// ```no_run
     /// # async fn demo() -> latchkey::Result<()> {
@@ -99,24 +152,56 @@ impl<S: LockStore> Client<S> {
     }
 
     /// The same client with every lock name prefixed by `prefix` (see [`Prefix`] for
-    /// what a prefix may contain).
+    /// what a prefix may contain). It shares the connection with the client it came
+    /// from.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a prefix
+    /// [`Prefix::new`] refuses.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let billing = client.with_prefix("billing:")?;
+    /// assert_eq!(billing.mutex("run")?.key().as_str(), "billing:run");
+    /// # Ok(()) }
+    /// ```
     pub fn with_prefix(mut self, prefix: &str) -> Result<Self> {
         self.prefix = Prefix::new(prefix)?;
         Ok(self)
     }
 
     /// The key prefix.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) {
+    /// println!("locks live under {:?}", client.prefix().as_str());
+    /// # }
+    /// ```
     pub fn prefix(&self) -> &Prefix {
         &self.prefix
     }
 
     /// The store locks are taken on.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) {
+    /// println!("locks on {}", client.store().node());
+    /// # }
+    /// ```
     pub fn store(&self) -> &S {
         &self.store
     }
 
-    /// A handle to the lock called `name` (key: prefix + name). Nothing is sent to
-    /// Redis until the lock is taken. Errors only for an invalid name.
+    /// A handle to the lock called `name` (key: prefix + name): plain, with a renewed
+    /// 30 s lease; see [`Mutex`] for the settings. Nothing is sent to Redis until the
+    /// lock is taken. Handles made by one client share a local line, so its tasks
+    /// pass a plain lock to each other (see [Plain or fair](crate#plain-or-fair)).
+    ///
+    /// # Errors
+    ///
+    /// Only [`Error::InvalidArgument`](crate::Error::InvalidArgument), for a name
+    /// [`LockKey::new`] refuses.
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
@@ -134,7 +219,21 @@ impl<S: LockStore> Client<S> {
 
     /// The locks under this client's prefix whose names match `pattern` (Redis glob
     /// syntax, `*` for all), with their status, sorted by name. Uses SCAN, never KEYS;
-    /// every string key under the prefix counts, so keep locks under their own prefix.
+    /// every string key under the prefix counts (a rate-limit counter too, but not
+    /// latchkey's companion keys), so keep locks under their own prefix. Each status
+    /// is read on its own, after the SCAN: the list is not one snapshot. A key that
+    /// disappears or changes type in between is left out.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unreachable`](crate::Error::Unreachable),
+    /// [`Error::AclDenied`](crate::Error::AclDenied) (SCAN, or the script that reads a
+    /// status), [`Error::Redis`](crate::Error::Redis) and the other errors a reply can
+    /// carry. Not retried.
+    ///
+    /// # Cancel safety
+    ///
+    /// It only reads: dropping the future has no effect.
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {

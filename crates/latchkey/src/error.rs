@@ -26,7 +26,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong when taking, holding or releasing a lock.
 ///
-/// Errors never carry a password or a full owner token.
+/// Errors never carry a password or a full owner token. The crate docs'
+/// [Errors](crate#errors) section says when each variant comes and what to do about
+/// it; each method's `# Errors` section lists the ones it returns.
 ///
 /// ```
 /// use std::time::Duration;
@@ -46,12 +48,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Someone else held the lock for the whole wait.
+    /// Someone else held the lock for the whole wait (see
+    /// [`Mutex::lock_timeout`](crate::Mutex::lock_timeout) for the details).
     #[error("lock {key:?} is busy: {}", busy_detail(*waited, holder.as_deref(), *retry_after))]
     Busy {
         /// The Redis key of the lock.
         key: String,
-        /// How long the caller waited before giving up (zero for `try_lock`).
+        /// How long the caller waited before giving up (for `try_lock`, the one round
+        /// trip; zero for `force_release`).
         waited: Duration,
         /// The holder, masked (its first 4 characters); `None` when the lock was
         /// free but owed to a queued fair waiter.
@@ -69,7 +73,9 @@ pub enum Error {
         key: String,
     },
 
-    /// Redis could not be reached, or did not answer in time.
+    /// Redis could not be reached, or did not answer in time (1 s for a reply, 2 s
+    /// for a connect, on connections latchkey makes). Transient: waiting calls retry
+    /// it. A request whose reply was lost may still have run.
     #[error("Redis at {node} is unreachable: {source}")]
     Unreachable {
         /// The server's address (never with credentials).
@@ -123,7 +129,9 @@ pub enum Error {
     #[error("the OS random number generator failed: {0}")]
     Entropy(String),
 
-    /// Redis answered with an error or a reply latchkey did not expect.
+    /// Redis answered with an error or a reply latchkey did not expect. Transient
+    /// when the server is still loading its data, failing over or not yet ready
+    /// (see [`is_transient`](Error::is_transient)).
     #[error("Redis at {node} answered with an error: {source}")]
     Redis {
         /// The server's address.
@@ -152,8 +160,8 @@ pub enum Error {
         detail: String,
     },
 
-    /// The blocking API's own runtime could not start, has shut down, or a call on
-    /// it panicked.
+    /// The [`blocking`](crate::blocking) API's own runtime could not start, has shut
+    /// down, or a call on it panicked.
     #[error("latchkey's blocking runtime failed: {0}")]
     Runtime(String),
 }
@@ -200,7 +208,9 @@ impl Error {
 
     /// True when the same call may succeed if tried again later: busy, unreachable,
     /// or a server that is still loading its data, failing over or not yet ready.
-    /// Waiting calls retry these themselves while their deadline allows.
+    /// Waiting calls retry these themselves while their deadline allows. Everything
+    /// else (credentials, ACL, a key of another type, a replica, a bad argument)
+    /// needs a change before a retry can help.
     ///
     /// ```
     /// let err = latchkey::Error::InvalidArgument("zero TTL".into());

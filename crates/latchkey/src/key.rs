@@ -1,11 +1,5 @@
-//! Lock names, prefixes and the Redis keys they map to.
-//!
-//! A lock named `N` under prefix `P` lives at the key `K = P + N`, a plain string that
-//! holds the owner token. Its companion keys (today the fencing counter) are
-//! `tagged(K) + ":lk:" + kind` (kind: `fence`, `queue`, `leases`, `wake`), where `tagged(K)` is `K` itself when `K` already has a
-//! non-empty hash tag `{…}`, and `{K}` otherwise. So companions always sit in `K`'s
-//! hash slot (Redis Cluster can run the lock's scripts), never equal `K`, and differ
-//! for every lock even when several locks share a hash tag.
+//! Lock names, prefixes and the Redis keys they map to. The layout is described on
+//! [`LockKey`], for users.
 
 use crate::error::{Error, Result};
 
@@ -33,6 +27,17 @@ pub struct Prefix(String);
 
 impl Prefix {
     /// Checks `prefix` and wraps it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a prefix longer than 256 bytes, or one with
+    /// `{`, `}`, white space or a control character.
+    ///
+    /// ```
+    /// let prefix = latchkey::Prefix::new("billing:")?;
+    /// assert!(latchkey::Prefix::new("two words:").is_err());
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
     pub fn new(prefix: &str) -> Result<Self> {
         if prefix.len() > MAX_PREFIX_LEN {
             return invalid(format!(
@@ -63,6 +68,28 @@ impl Prefix {
 
 /// The Redis keys of one lock: the lock key and its companions.
 ///
+/// A lock named `N` under prefix `P` lives at the key `K = P + N`, a plain string
+/// that holds the owner token with a PX expiry (the layout of
+/// `SET key token NX PX ttl`; see [Interop](crate#interop)). Its companion keys are
+/// `tagged(K) + ":lk:" + kind`:
+///
+/// | kind | what |
+/// |---|---|
+/// | `fence` | the fencing counter: the last token handed out |
+/// | `queue` | the wait queue: a sorted set of waiters by arrival |
+/// | `leases` | the waiters' leases: when each counts as dead |
+/// | `wake` | the pub/sub channel on which a waiter hears that it is next |
+///
+/// `tagged(K)` is `K` itself when `K` already has a non-empty hash tag `{…}`, and
+/// `{K}` otherwise. So the companions always sit in `K`'s hash slot, never equal `K`,
+/// and differ for every lock even when several locks share a hash tag: the lock
+/// `app:job` has the counter `{app:job}:lk:fence`, the lock `app:{user42}:cart` has
+/// `app:{user42}:cart:lk:fence`.
+///
+/// Every companion key expires: the counter one lease after the grant it fenced, the
+/// queue and the waiter leases with the longest waiter lease in them. So
+/// per-entity locks (per order, user, IP) leave nothing behind once unused.
+///
 /// ```
 /// use latchkey::{LockKey, Prefix};
 ///
@@ -82,6 +109,23 @@ pub struct LockKey {
 
 impl LockKey {
     /// Validates `name` and builds the keys of the lock `prefix + name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a name that is empty, longer than 1024 bytes,
+    /// has a control character, or ends like a companion key (`:lk:fence`,
+    /// `:lk:queue`, `:lk:leases`, `:lk:wake`); and for a key `prefix + name` with a
+    /// `}` that does not close a valid hash tag (`x}y`), since Redis Cluster would hash
+    /// it differently from its companions.
+    ///
+    /// ```
+    /// use latchkey::{LockKey, Prefix};
+    ///
+    /// let cart = LockKey::new(&Prefix::new("app:")?, "{user42}:cart")?;
+    /// assert_eq!(cart.as_str(), "app:{user42}:cart");
+    /// assert!(LockKey::new(&Prefix::default(), "job:lk:fence").is_err());
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
     pub fn new(prefix: &Prefix, name: &str) -> Result<Self> {
         validate_name(name)?;
         let key = format!("{}{name}", prefix.as_str());
@@ -96,6 +140,13 @@ impl LockKey {
     }
 
     /// The lock key: a string holding the owner token, with a PX expiry.
+    ///
+    /// ```
+    /// let key = latchkey::LockKey::new(&latchkey::Prefix::default(), "deploy")?;
+    /// assert_eq!(key.as_str(), "deploy");
+    /// assert_eq!(key.to_string(), "deploy");
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
     pub fn as_str(&self) -> &str {
         &self.key
     }

@@ -9,6 +9,9 @@ use crate::error::{Error, Result};
 const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// A validated lease length: at least 1 ms (Redis's `PX` resolution), at most ten years.
+/// Sub-millisecond parts are dropped, as Redis counts whole milliseconds. Used for
+/// waiter leases ([`Mutex::with_waiter_lease`](crate::Mutex::with_waiter_lease)) and
+/// inside a [`Lease`].
 ///
 /// ```
 /// use std::time::Duration;
@@ -32,6 +35,16 @@ impl Ttl {
     }
 
     /// Checks that `ttl` is a lease Redis can set.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] below 1 ms or above ten years.
+    ///
+    /// ```
+    /// let five = latchkey::Ttl::new(std::time::Duration::from_secs(5))?;
+    /// assert_eq!(five.as_millis(), 5_000);
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
     pub fn new(ttl: Duration) -> Result<Self> {
         if ttl < Duration::from_millis(1) {
             return Err(Error::InvalidArgument(format!(
@@ -60,12 +73,22 @@ impl Ttl {
     }
 
     /// The lease in whole milliseconds (sub-millisecond parts are dropped).
+    ///
+    /// ```
+    /// assert_eq!(latchkey::Ttl::DEFAULT.as_millis(), 30_000);
+    /// ```
     pub fn as_millis(self) -> u64 {
         // Cannot truncate: MAX_TTL is far below u64::MAX milliseconds.
         self.0.as_millis() as u64
     }
 
     /// The lease as a `Duration`.
+    ///
+    /// ```
+    /// let ttl = latchkey::Ttl::new(std::time::Duration::from_micros(1_500))?;
+    /// assert_eq!(ttl.as_duration(), std::time::Duration::from_millis(1));
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
     pub fn as_duration(self) -> Duration {
         self.0
     }
@@ -100,7 +123,8 @@ impl TryFrom<Duration> for Ttl {
 }
 
 /// How a lock is held: for a fixed lease, or for a lease a watchdog renews while
-/// the guard lives (the default: 30 s, renewed every 10 s).
+/// the guard lives (the default: 30 s, renewed every 10 s). Set with
+/// [`Mutex::with_lease`](crate::Mutex::with_lease); see [Leases](crate#leases).
 ///
 /// A renewed lease must be at least 100 ms: the watchdog renews every third of it,
 /// and a shorter one would be lost to one slow round trip. A fixed lease must be at

@@ -9,25 +9,413 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A [`Client`] hands out [`Mutex`] handles by name. Taking a mutex returns a
+//! [`MutexGuard`], whose life is the critical section, as with `tokio::sync::Mutex`.
 //! What every lock does:
 //!
-//! - **Leases.** A lock is held for a TTL ([`Ttl::DEFAULT`] is 30 s). A holder that
-//!   crashes blocks others for at most that long.
-//! - **Owner tokens.** Each acquisition carries a fresh 128-bit token from the OS
-//!   CSPRNG. Release is compare-and-delete and extend is compare-and-PEXPIRE, so a
-//!   holder whose lease ended can never free or extend the next holder's lock.
-//! - **Fencing tokens.** [`MutexGuard::fence`] grows strictly with every acquisition,
-//!   even across a restart of a Redis that kept nothing on disk. Pass it to the
-//!   resource you protect so a holder that stalled past its lease cannot overwrite
-//!   newer work.
+//! - **Leases.** A lock is held for a lease, renewed by default, so a holder that
+//!   crashes blocks others for at most one lease. See [Leases](#leases).
+//! - **Owner tokens.** Each acquisition carries a fresh 128-bit [`OwnerToken`] from
+//!   the OS CSPRNG. Release is compare-and-delete and extend is compare-and-PEXPIRE,
+//!   so a holder whose lease ended can never free or extend the next holder's lock.
+//! - **Waiting without polling.** Waiters queue in Redis and a release wakes exactly
+//!   one of them. See [Waiting](#waiting) and [Plain or fair](#plain-or-fair).
 //! - **Cancel safety.** Dropping a waiting future or a guard never leaves the lock
-//!   held: the release runs in the background on the same runtime.
-//! - **Interop.** The lock key holds exactly the owner token with a PX expiry, the
-//!   layout of `SET key token NX PX ttl`, so redis-py's `Lock`, redsync and
-//!   node-redlock on the same key exclude latchkey and are excluded by it.
+//!   held. See [Cancel safety](#cancel-safety).
+//! - **Fencing tokens.** [`MutexGuard::fence`] grows strictly with every acquisition,
+//!   even across a restart of a Redis that kept nothing on disk. See
+//!   [Fencing](#fencing).
+//! - **Interop.** The lock key holds exactly the owner token with a PX expiry, so
+//!   redis-py's `Lock`, redsync and node-redlock on the same key exclude latchkey and
+//!   are excluded by it. See [Interop](#interop).
 //!
-//! Synchronous callers use [`blocking`]. The key layout and the Lua scripts are
-//! described in [`LockKey`] and in the `scripts/` folder of the source.
+//! Synchronous callers use [`blocking`]. Rate limits are in [`ratelimit`]. The atomic
+//! steps under every lock are the [`store::LockStore`] trait; the key layout is
+//! described on [`LockKey`], and the Lua scripts in the `scripts/` folder of the source.
+//!
+//! latchkey runs on tokio: call it from inside a tokio runtime (the [`blocking`] API
+//! brings its own). The watchdog, the subscriber connection and the releases of
+//! dropped guards are tasks on that runtime. It logs through `tracing`: retries and
+//! lost leases at `warn`, background releases at `debug`.
+//!
+//! # Leases
+//!
+//! A lock is not held for ever. Redis deletes the lock key when its expiry passes, so
+//! a holder that crashes, freezes or loses the network blocks the others for at most
+//! one lease. A [`Lease`], set with [`Mutex::with_lease`], is one of two kinds:
+//!
+//! - **Renewed**, the default ([`Lease::renewed`], 30 s): a watchdog task extends the
+//!   lease every third of it (every 10 s by default) for as long as the guard lives,
+//!   and stops the moment the guard is released or dropped. A process that dies stops
+//!   renewing, so its lock is free again within one lease. A renewed lease is at
+//!   least 100 ms ([`Lease::MIN_RENEWED`]), so one slow round trip cannot outlast it.
+//! - **Fixed** ([`Lease::fixed`]): the lease runs out a fixed time after the acquire
+//!   unless the holder calls [`MutexGuard::extend`], which *resets* it to the given
+//!   length from now (it does not add to what is left, so repeated extends cannot push
+//!   the end out without bound). A fixed lease is at least 10 ms
+//!   ([`Lease::MIN_FIXED`]).
+//!
+//! When the lease ends, Redis frees the lock whether or not the holder is done. So the
+//! guard keeps its own, cautious idea of the lease: the TTL counted from when the
+//! acquire (or the last renewal) was *sent*, not from when the answer came (Redis may
+//! have started its clock at any point in between), less 1 % + 2 ms for clocks that
+//! run at slightly different rates. [`MutexGuard::validity`] and
+//! [`MutexGuard::valid_until`] show it; neither costs a round trip.
+//!
+//! The guard says when the lease is lost. [`MutexGuard::lost`] resolves,
+//! [`MutexGuard::lost_token`] is cancelled and [`MutexGuard::is_lost`] turns true as
+//! soon as:
+//!
+//! - a renewal or an [`extend`](MutexGuard::extend) found the lock no longer ours
+//!   (the lease ran out in Redis, and someone else may have taken the lock, or an
+//!   operator broke it with [`Mutex::force_release`]);
+//! - Redis did not answer a renewal before the lease would end (a renewal that fails
+//!   with an error is retried every tenth of the lease while time is left);
+//! - the lease ran out by our clock (a fixed lease that was not extended in time).
+//!
+//! latchkey cannot stop your code when that happens. Select on `lost()`, or let
+//! [`Mutex::with_lock`] do it. Whatever still runs afterwards is not protected by the
+//! lock; [fencing tokens](#fencing) make its late writes harmless.
+//!
+//! ```no_run
+//! # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+//! # async fn copy_files(fence: u64) {}
+//! use std::time::Duration;
+//! use latchkey::Lease;
+//!
+//! let mutex = client.mutex("backup")?.with_lease(Lease::renewed(Duration::from_secs(10))?);
+//! let guard = mutex.lock().await?;
+//! tokio::select! {
+//!     () = copy_files(guard.fence()) => {}
+//!     () = guard.lost() => eprintln!("lease lost: stop, the lock no longer protects us"),
+//! }
+//! let was_still_ours = guard.release().await?; // false: the lease had run out
+//! # Ok(()) }
+//! ```
+//!
+//! Choose the lease by what a crash may cost: a longer lease keeps the others out
+//! longer after a holder dies; a shorter one tolerates less delay from Redis and the
+//! network. Keep a fixed lease well above the longest critical section, and keep
+//! leases as short as the work allows.
+//!
+//! # Waiting
+//!
+//! [`Mutex::try_lock`] makes one attempt. [`Mutex::lock`] waits as long as it takes,
+//! and [`Mutex::lock_timeout`] until a deadline. Waiters do not poll Redis in a loop:
+//!
+//! 1. The first attempt just tries: one round trip, one script that takes the lock if
+//!    it is free.
+//! 2. If the lock is busy, the waiter subscribes to the lock's pub/sub channel and,
+//!    once the server has confirmed the subscription, joins the lock's wait queue in
+//!    Redis, in order of arrival. Listening comes first, so no wake-up can slip in
+//!    between. One subscriber connection per [`Client`] serves all its locks and
+//!    waiters.
+//! 3. A release hands the lock straight to the oldest live waiter (the key then
+//!    holds that waiter's token) and publishes a message naming that one waiter. The
+//!    waiter claims the lock with a full lease and a new fencing token. Nobody else
+//!    wakes up, and no newcomer can take the lock in between.
+//! 4. A waiter also re-checks on a timer: the holder's remaining lease or a third of
+//!    its waiter lease, whichever is shorter. So a lost message or a holder that
+//!    crashed costs it at most that. A lock held by another library (whose release
+//!    publishes nothing) is re-checked every 40 ms instead, so its release is seen
+//!    within about that; latchkey's own tokens end in `:lk`, which is how a waiter
+//!    tells the two apart. While its subscription
+//!    is not confirmed (the subscriber connection is down or stalled, or the ACL user
+//!    may not subscribe), a waiter re-checks every few milliseconds, backing off to
+//!    100 ms, instead.
+//!
+//! **Waiter leases.** Each attempt from the queue renews the waiter's place for its
+//! *waiter lease*: 5 s by default, set with [`Mutex::with_waiter_lease`]. A waiter
+//! that dies or freezes stops renewing, and releases skip it once its waiter lease
+//! has run out: it delays the others by at most one waiter lease, never by a full
+//! lock lease. A lock handed to a waiter that never claims it stays held for at most
+//! the rest of that waiter lease. A live waiter renews every third of its waiter
+//! lease, and a renewal whose reply is lost is retried after the 1 s reply timeout,
+//! so one slow reply does not cost it its place. Keep the waiter lease above 3 s.
+//!
+//! **Retries.** A dropped connection, a reply that timed out (1 s), or a server still
+//! loading its data, failing over or not yet ready (see [`Error::is_transient`]) is
+//! retried with capped backoff (10 ms, doubling up to 1 s) and logged at `warn`. Only
+//! an error that retrying cannot fix ends the wait early (see [Errors](#errors)).
+//! `lock()` retries until it gets the lock. Every retry carries the same owner token,
+//! so it recognises what an earlier request whose reply was lost already did.
+//!
+//! **Deadlines.** `lock_timeout(d)` returns soon after `d` whatever the network does:
+//! every round trip is cut off at the deadline. A waiter that gives up then gives
+//! itself at most 50 ms to leave the queue, and leaves in the background after that.
+//! `try_lock` is not cut off: it returns when its one attempt does, after at most
+//! about 3 s on a connection latchkey made (a 2 s connect when the connection must
+//! be made again, then the 1 s reply timeout).
+//!
+//! ```no_run
+//! # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+//! use std::time::Duration;
+//! use latchkey::Error;
+//!
+//! match mutex.lock_timeout(Duration::from_secs(5)).await {
+//!     Ok(guard) => { /* critical section */ guard.release().await?; }
+//!     Err(Error::Busy { waited, retry_after, .. }) => {
+//!         println!("still held after {waited:?}; the holder's lease ends in {retry_after:?}");
+//!     }
+//!     Err(other) => return Err(other),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Plain or fair
+//!
+//! Set with [`Mutex::with_fairness`]. Either way a release hands the lock to the
+//! oldest live waiter in the Redis queue; the two differ in who else may take it.
+//!
+//! [`Fairness::Plain`], the default and the fastest:
+//!
+//! - A newcomer may take a *free* lock without queueing, and so may any queued
+//!   waiter. A released lock with waiters is never free (it is handed over), so this
+//!   matters only when a lease ran out or a waiter did not claim the lock handed to it.
+//! - The tasks of one process pass the lock among themselves. While a task of the
+//!   process holds the lock, or waits for it in Redis, other tasks of the process that
+//!   want it wait in a local line instead of in Redis. The holder's release then
+//!   passes the lock straight to the next of them in one script, without freeing it:
+//!   new owner, new lease, new fencing token, one round trip. A pass is refused while
+//!   anyone waits in the Redis queue; the lock then goes to them, so other processes
+//!   get it after at most one more critical section. Local waiters also re-check on a
+//!   timer (a third of the waiter lease), so a lost turn costs at most that.
+//! - Only handles made by one [`Client`], and clones of one handle, share a local
+//!   line. [`try_lock`](Mutex::try_lock) never waits in it.
+//!
+//! [`Fairness::Fair`]: strict FIFO across all processes.
+//!
+//! - A newcomer never takes a free lock that a live waiter is owed, and a queued
+//!   waiter takes a free lock only at the head of the line.
+//! - Every task waits in Redis; there is no local passing. So a contended acquisition
+//!   costs a release that hands over, a pub/sub message and a claim, where a plain
+//!   lock passed between local tasks costs one script.
+//!
+//! Use fair when the order of arrival matters (a deploy queue); plain otherwise.
+//!
+//! ```no_run
+//! # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+//! let deploys = client.mutex("deploy:prod")?.with_fairness(latchkey::Fairness::Fair);
+//! let guard = deploys.lock().await?; // in order of arrival, across every process
+//! # Ok(()) }
+//! ```
+//!
+//! # Cancel safety
+//!
+//! Every future of [`Client`], [`Mutex`] and [`MutexGuard`] may be dropped at any
+//! `.await` (a `select!` branch that lost, `tokio::time::timeout`, an aborted task)
+//! without leaving a lock held by nobody. (The raw [`store::LockStore`] steps leave
+//! that cleanup to their caller.)
+//!
+//! - **Waiting.** Dropping a [`lock`](Mutex::lock), [`lock_timeout`](Mutex::lock_timeout)
+//!   or [`with_lock`](Mutex::with_lock) future leaves no lock behind and leaves the
+//!   wait queue, even if its acquire had already reached Redis, or a release had just
+//!   handed it the lock (in Redis or from a local holder). A release runs in the
+//!   background and undoes whatever the waiter may have had: its queue entry, a lock
+//!   an attempt in flight may have taken, a lock handed to it, which goes on to the
+//!   next waiter.
+//! - **Holding.** Dropping a [`MutexGuard`] releases the lock in the background,
+//!   handing it to the next waiter as an explicit release does; renewal stops first.
+//!   The drop never blocks and never panics. Dropping a
+//!   [`release`](MutexGuard::release) future, or a release that failed, does the
+//!   same.
+//! - **Extending.** Dropping an [`extend`](MutexGuard::extend) future may or may not
+//!   have reset the lease in Redis. The guard keeps its earlier idea of the lease,
+//!   which errs on the short side.
+//! - **Reading.** [`Mutex::status`], [`Mutex::is_locked`], [`MutexGuard::is_held`]
+//!   and [`Client::list`] only read: dropping them has no effect.
+//! - **Breaking and counting.** A dropped [`Mutex::force_release`] may or may not have
+//!   broken the lock; a dropped [`FixedWindow::check`](ratelimit::FixedWindow::check)
+//!   may or may not have counted the call.
+//!
+//! Each method's `# Cancel safety` section says the same for that method.
+//!
+//! ```no_run
+//! # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+//! use std::time::Duration;
+//!
+//! // Safe: if the timer wins, the waiter leaves the queue and nothing stays held.
+//! match tokio::time::timeout(Duration::from_secs(1), mutex.lock()).await {
+//!     Ok(guard) => drop(guard?), // released in the background
+//!     Err(_elapsed) => println!("gave up"),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! The background release is a task on the tokio runtime the lock was taken on.
+//! Commands on one connection run in order, so it lands after any acquire of the same
+//! waiter still in flight on that connection. If the runtime is shutting down, the
+//! task does not run, and the lock frees itself when its lease ends (a queue entry
+//! when its waiter lease ends).
+//!
+//! What no client can prevent: a request that the network delays past its sender
+//! giving up (a partition that heals, a stalled path that flushes) still runs when it
+//! arrives. It may then hold the lock for nobody until its lease ends, or leave a
+//! queue entry until its waiter lease ends. Fencing tokens keep that harmless.
+//!
+//! The [`blocking`] API cannot be cancelled from outside (bound a wait with
+//! `lock_timeout`), and dropping a blocking guard releases the lock before the drop
+//! returns.
+//!
+//! # Fencing
+//!
+//! A lease can end under a holder that is still running: a long GC pause, a frozen
+//! VM, a slow disk. The lock alone cannot stop that holder's late writes. Every
+//! acquisition (a first try, the claim of a handed-over lock, a pass between local
+//! tasks) therefore gets a fencing token, [`MutexGuard::fence`], strictly larger than
+//! every token handed out for that lock before. Send it with every write to the
+//! resource the lock protects, and have the resource refuse a token lower than the
+//! highest it has accepted. A holder that stalled past its lease then cannot overwrite
+//! the next holder's work:
+//!
+//! ```text
+//! UPDATE invoices SET total = $1, fence = $2 WHERE id = 7 AND fence < $2
+//! -- no row updated: a later holder wrote first, so drop this work
+//! ```
+//!
+//! A token is `max(previous token + 1, server time in µs)`, read from Redis's `TIME`
+//! inside the acquiring script. So tokens keep growing across every kind of restart
+//! and failover: a server that restarts empty, one that loads an RDB snapshot or an
+//! AOF older than the last grant, a replica promoted before it received the last
+//! writes. For the same reason the counter may expire: it expires one lease after the
+//! grant it fenced (renewals extend only the lock key), so [`LockStatus::fence`] may
+//! be `None` during a long hold.
+//!
+//! **The assumption this rests on:** the Redis server's clock never steps back past
+//! the last token handed out (tokens are microseconds, so a step back by more than
+//! the time since the last grant). Run Redis hosts with NTP slewing, not stepping,
+//! and after a failover make sure the new primary's clock is not behind the old one's.
+//! Tokens are large (about 1.8·10¹⁵ today): compare them, don't count with them.
+//!
+//! Locks taken by other libraries (see [Interop](#interop)) get no fencing token.
+//!
+//! # Under faults
+//!
+//! What latchkey does when Redis or the network misbehaves:
+//!
+//! - **Bounded waits.** A wait never outlasts its deadline by more than a few tens of
+//!   milliseconds, whatever the network does (see [Waiting](#waiting)). Transient
+//!   failures are retried while the deadline allows and reported only when it passes.
+//! - **Stalled connections.** On the connections latchkey makes, a connect times out
+//!   after 2 s and a reply after 1 s. A connection whose reply timed out is replaced,
+//!   so a stalled TCP path (a peer that vanished without a reset, a black-holed
+//!   route) is left behind. A connection you hand latchkey
+//!   ([`Client::from_connection`]) is yours: it is not replaced, and its own timeouts
+//!   apply.
+//! - **The subscriber connection** sends a heartbeat PING every second and is
+//!   replaced when it stalls. It reconnects with backoff (100 ms, doubling up to 2 s),
+//!   subscribes again, and then wakes every waiter to re-check the lock, since
+//!   messages sent meanwhile are lost. Until its subscription is confirmed again,
+//!   waiters re-check on short timers instead of waiting for a wake-up.
+//! - **Holding through a fault.** The watchdog retries a failed renewal every tenth of
+//!   the lease while the lease lasts, and fires `lost` when it cannot renew in time.
+//! - **Giving up mid-fault.** Giving up or being cancelled at any point, even as the
+//!   lock is being handed over, leaves nothing held: whatever was handed to a waiter
+//!   that left is passed on or released (see [Cancel safety](#cancel-safety)).
+//! - **Restarts and failovers.** Scripts run by SHA, and a server that lost them
+//!   (`NOSCRIPT`, after a restart or `SCRIPT FLUSH`) gets them again. A Redis that
+//!   loses its data (a restart without persistence, a restart from an older snapshot,
+//!   a failover to a replica that missed writes) forgets who held what, so a second
+//!   caller may take a lock whose first holder still runs. No Redis client can
+//!   prevent that. The first holder's next renewal (or extend) finds the lock gone
+//!   and fires `lost`, and fencing tokens keep growing through it, so the resource
+//!   refuses the older holder. To keep it from happening, bring a server that
+//!   restarts empty back only after the longest lease has passed.
+//! - **Replicas.** Locks must be taken on the primary: a read-only replica answers
+//!   [`Error::ReadOnly`].
+//!
+//! The repository's `latchkey-torture` harness checks these promises against real
+//! processes that are killed and paused, Redis servers that restart empty, from older
+//! snapshots or fail over, and connections that stall, black-hole or reset; its
+//! `docs/reliability.md` has the latest results.
+//!
+//! # Interop
+//!
+//! **Other lock libraries.** The lock key holds exactly the owner token with a PX
+//! expiry, the layout of `SET key token NX PX ttl`. So redis-py's `Lock`, redsync,
+//! node-redlock and latchkey, on the same key of the same Redis server, exclude each
+//! other. What the others do not share: their waiters poll instead of queueing and are
+//! not woken by a latchkey release (which hands the lock to latchkey's queued waiters
+//! first), and their holds get no fencing token. A latchkey waiter behind another
+//! library's hold notices its release by re-checking every 40 ms (see
+//! [Waiting](#waiting)); [`LockStatus::is_held_by_latchkey`] tells such a holder apart.
+//! [`Mutex::is_locked`], [`Mutex::status`] and [`Client::list`] see every holder;
+//! [`Mutex::force_release`] breaks any hold. Besides the lock key, latchkey keeps a
+//! few companion keys next to it (see [`LockKey`]).
+//!
+//! **Your redis-rs.** `latchkey::redis` re-exports the redis-rs crate latchkey is built
+//! on, so a critical section can use the same version. [`Client::from_redis_client`]
+//! takes a `redis::Client` you configured (a private CA, a client certificate), and
+//! [`Client::from_connection`] shares a `ConnectionManager` or `MultiplexedConnection`
+//! you already have (it then has no subscriber connection of its own; see
+//! [`store::SingleNode::with_subscriber`]).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use latchkey::redis::AsyncCommands;
+//!
+//! let redis = latchkey::redis::Client::open("redis://127.0.0.1:6379")?;
+//! let mut conn = redis.get_connection_manager().await?;
+//! let client = latchkey::Client::from_redis_client(redis).await?;
+//! let guard = client.mutex("stock:sku-9")?.lock().await?;
+//! let left: i64 = conn.decr("stock:sku-9:count", 1).await?;
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! **TLS and ACL.** `rediss://` URLs use TLS. An ACL user needs these rules, where `P`
+//! stands for the client's key prefix (the scripts run their commands as the user, so
+//! each is listed):
+//!
+//! ```text
+//! resetkeys ~P* ~{P* resetchannels &P* &{P* -@all +ping +select +get +scan +evalsha
+//! +script|load +subscribe +unsubscribe +publish +time +del +exists +incr +set +pexpire
+//! +pttl +zadd +zcard +zrange +zrem +zscore
+//! ```
+//!
+//! A user that may not subscribe still gets its locks; its waiters re-check on timers
+//! instead of being woken.
+//!
+//! # Errors
+//!
+//! Every fallible call returns [`Error`], which says what happened and what the caller
+//! can do about it. Errors never carry a password or a full owner token.
+//!
+//! | variant | when | what to do |
+//! |---|---|---|
+//! | [`Busy`](Error::Busy) | the lock stayed held for the whole wait (for `try_lock`: it was held) | try later; `retry_after` is the holder's remaining lease |
+//! | [`LeaseLost`](Error::LeaseLost) | the lock is no longer ours: its lease ran out or it was broken | stop; the work since the loss was not protected |
+//! | [`Unreachable`](Error::Unreachable) | no connection, or no reply within 1 s | transient: waiting calls retry it |
+//! | [`AuthFailed`](Error::AuthFailed) | wrong user name or password | fix the URL |
+//! | [`AclDenied`](Error::AclDenied) | the ACL user may not run a command or touch a key | grant the rules under [Interop](#interop) |
+//! | [`WrongType`](Error::WrongType) | the key holds something that is not a lock | pick another name or prefix |
+//! | [`ReadOnly`](Error::ReadOnly) | the server is a read-only replica | point latchkey at the primary |
+//! | [`InvalidArgument`](Error::InvalidArgument) | a name, prefix, URL or duration was refused before anything was sent | fix the argument |
+//! | [`Entropy`](Error::Entropy) | the OS random number generator failed | a system problem: no owner token can be drawn |
+//! | [`Redis`](Error::Redis) | any other error reply | transient when the server is loading, failing over or not ready |
+//! | [`NotRedis`](Error::NotRedis) | the address answered, but not in the Redis protocol | check the port |
+//! | [`Tls`](Error::Tls) | the TLS handshake failed or the certificate is not trusted | check the port, or configure the CA |
+//! | [`Runtime`](Error::Runtime) | the [`blocking`] API's runtime failed | see [`blocking`] |
+//!
+//! [`Error::is_transient`] says whether the same call may succeed later. Waiting calls
+//! ([`Mutex::lock`], [`Mutex::lock_timeout`]) retry transient errors themselves while
+//! their deadline allows, so they return one only when the deadline passes. What the
+//! connection or server reported travels as an opaque [`Cause`] (the error's
+//! `source()`), so latchkey's API does not change with redis-rs's. Each method's
+//! `# Errors` section lists the variants it returns.
+//!
+//! ```no_run
+//! # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+//! use latchkey::Error;
+//!
+//! match mutex.try_lock().await {
+//!     Ok(guard) => { guard.release().await?; }
+//!     Err(Error::Busy { .. }) => println!("someone else is on it"),
+//!     Err(error) if error.is_transient() => println!("Redis is away, try again: {error}"),
+//!     Err(error) => return Err(error), // a configuration problem: say so
+//! }
+//! # Ok(()) }
+//! ```
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]

@@ -32,6 +32,18 @@ pub struct OwnerToken(String);
 
 impl OwnerToken {
     /// Draws a fresh token from the operating system's random number generator.
+    /// Every acquisition draws its own; you need this only to drive a
+    /// [`LockStore`](crate::store::LockStore) directly.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Entropy`] if the OS random number generator fails.
+    ///
+    /// ```
+    /// let token = latchkey::OwnerToken::generate()?;
+    /// assert!(token.as_str().chars().all(|c| c.is_ascii_hexdigit()));
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
     pub fn generate() -> Result<Self> {
         let mut bytes = [0u8; 16];
         getrandom::fill(&mut bytes).map_err(|e| Error::Entropy(e.to_string()))?;
@@ -43,7 +55,14 @@ impl OwnerToken {
         OwnerToken(value)
     }
 
-    /// The full token, as stored in the lock key.
+    /// The full token, as stored in the lock key. Whoever knows it can release the
+    /// lock: keep it out of logs.
+    ///
+    /// ```
+    /// let token = latchkey::OwnerToken::generate()?;
+    /// assert_eq!(token.as_str().len(), 32);
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -55,6 +74,13 @@ impl OwnerToken {
     }
 
     /// The first 4 hex digits and an ellipsis: enough to tell owners apart in logs.
+    ///
+    /// ```
+    /// let token = latchkey::OwnerToken::generate()?;
+    /// assert!(token.masked().starts_with(&token.as_str()[..4]));
+    /// assert!(token.masked().ends_with('…'));
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
     pub fn masked(&self) -> String {
         mask_owner(&self.0)
     }

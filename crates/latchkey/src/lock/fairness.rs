@@ -1,7 +1,12 @@
 //! Plain or fair: whether a newcomer may take a free lock ahead of queued waiters.
 
-/// The order waiters get a lock in. See the [crate docs](crate#plain-or-fair) for
-/// what each costs.
+/// The order waiters get a lock in, set with
+/// [`Mutex::with_fairness`](crate::Mutex::with_fairness). See the
+/// [crate docs](crate#plain-or-fair) for what each does and costs.
+///
+/// ```
+/// assert_eq!(latchkey::Fairness::default(), latchkey::Fairness::Plain);
+/// ```
 ///
 /// ```no_run
 /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {

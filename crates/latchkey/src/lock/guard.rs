@@ -19,7 +19,10 @@ use crate::token::OwnerToken;
 ///
 /// Call [`release`](Self::release) to free the lock and learn whether it was still
 /// ours. Dropping the guard instead releases it in the background on the runtime it
-/// was taken on: the drop never blocks and never panics.
+/// was taken on: the drop never blocks and never panics (see
+/// [Cancel safety](crate#cancel-safety)). While the guard lives, a watchdog renews a
+/// renewed lease; [`lost`](Self::lost) says when the lease is gone (see
+/// [Leases](crate#leases)).
 ///
 /// ```no_run
 /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
@@ -80,6 +83,13 @@ impl<S: LockStore> MutexGuard<S> {
     }
 
     /// How many guards hold this acquisition (1 unless re-entered).
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// assert_eq!(guard.hold_count(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn hold_count(&self) -> usize {
         Arc::strong_count(&self.held)
     }
@@ -87,24 +97,60 @@ impl<S: LockStore> MutexGuard<S> {
     /// The fencing token: strictly larger than that of every earlier holder of this
     /// lock. Send it with every write to the protected resource and have the resource
     /// refuse tokens lower than the highest it has seen; a holder that stalled past
-    /// its lease then cannot overwrite the next holder's work.
+    /// its lease then cannot overwrite the next holder's work. See
+    /// [Fencing](crate#fencing).
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// # fn write_invoice(total: u64, fence: u64) {}
+    /// let guard = mutex.lock().await?;
+    /// // The store keeps the highest fence it accepted and refuses lower ones.
+    /// write_invoice(120, guard.fence());
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fence(&self) -> u64 {
         self.held.fence
     }
 
     /// The lock's Redis key.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// assert_eq!(guard.key(), mutex.key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &LockKey {
         &self.held.hold.key
     }
 
-    /// This holder's owner token (its `Debug` output is masked).
+    /// This holder's owner token (its `Debug` output is masked). The lock key holds
+    /// it while the lock is ours.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// println!("held by {}", guard.owner().masked());
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> &OwnerToken {
         &self.held.hold.owner
     }
 
     /// How much longer the lease surely lasts, by our own clock: the TTL counted from
     /// when the acquire (or last renewal) was *sent*, less a 1 % + 2 ms drift
-    /// allowance. Zero once that time has passed. No round trip.
+    /// allowance. Zero once that time has passed. No round trip. See
+    /// [Leases](crate#leases).
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// if guard.validity() < std::time::Duration::from_secs(1) {
+    ///     println!("too little time left to start another step");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn validity(&self) -> Duration {
         self.held.lease.validity()
     }
@@ -123,15 +169,58 @@ impl<S: LockStore> MutexGuard<S> {
         self.held.lease.valid_until()
     }
 
-    /// Resolves as soon as the lease is known lost: a renewal found the lock taken,
-    /// Redis did not answer before the lease ran out, or the lease ran out by our
-    /// clock. Select on it to stop work the lock no longer protects.
+    /// Resolves as soon as the lease is known lost: a renewal or an
+    /// [`extend`](Self::extend) found the lock taken, Redis did not answer before the
+    /// lease ran out, or the lease ran out by our clock. Resolves at once if the lease
+    /// is already lost, and never while it lasts. Select on it to stop work the lock no
+    /// longer protects (see [Leases](crate#leases)), or use
+    /// [`Mutex::with_lock`](crate::Mutex::with_lock), which does.
+    ///
+    /// The future does not borrow the guard (it is `Send + 'static`), so it can move
+    /// into another task.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it has no effect on the lock or the lease; call `lost()` again to
+    /// wait again.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// # async fn rebuild_index() {}
+    /// let guard = mutex.lock().await?;
+    /// tokio::select! {
+    ///     () = rebuild_index() => {}
+    ///     () = guard.lost() => eprintln!("lease lost: stop writing"),
+    /// }
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         let lease = self.held.lease.clone();
         async move { lease.until_lost().await }
     }
 
     /// The `lost` signal as a token, to hand to code that takes a `CancellationToken`.
+    /// It is cancelled when [`lost`](Self::lost) would resolve.
+    ///
+    /// With a fixed lease nothing renews, so the first call starts a small task that
+    /// cancels the token when the lease runs out by our clock. That needs a tokio
+    /// runtime: called on a thread outside one, the token is cancelled only when an
+    /// [`extend`](Self::extend) finds the lock gone, so check
+    /// [`is_lost`](Self::is_lost) as well.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// let lost = guard.lost_token();
+    /// tokio::spawn(async move {
+    ///     while !lost.is_cancelled() {
+    ///         // one step of work
+    /// #       break;
+    ///     }
+    /// });
+    /// # Ok(()) }
+    /// ```
     pub fn lost_token(&self) -> CancellationToken {
         let held = &self.held;
         held.expiry_watch.get_or_init(|| {
@@ -144,13 +233,59 @@ impl<S: LockStore> MutexGuard<S> {
         held.lease.lost().clone()
     }
 
-    /// Whether the lease is known lost or has run out by our clock.
+    /// Whether the lease is known lost or has run out by our clock. No round trip;
+    /// [`is_held`](Self::is_held) asks Redis.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// # async fn migrate_batch(batch: u32) {}
+    /// let guard = mutex.lock().await?;
+    /// for batch in 0..10 {
+    ///     if guard.is_lost() {
+    ///         break; // the lock no longer protects us
+    ///     }
+    ///     migrate_batch(batch).await;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.held.lease.is_lost()
     }
 
-    /// Resets the lease to `ttl` from now (it is reset, not added to).
-    /// [`Error::LeaseLost`] if the lock is no longer ours.
+    /// Resets the lease to `ttl` from now (it is reset, not added to: extending a lease
+    /// with 3 s left by 10 s leaves 10 s), if the lock is still ours. One round trip,
+    /// not retried. The guard's [`validity`](Self::validity) then counts from when the
+    /// request was sent.
+    ///
+    /// Meant for a fixed lease. With a renewed lease the watchdog keeps its own
+    /// schedule: its next renewal resets the lease to the [`Lease`]'s TTL again, and an
+    /// extend shorter than the time to that renewal lets the lease run out first.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidArgument`] for a `ttl` below 1 ms or above ten years (nothing
+    ///   is sent). A `ttl` of a few milliseconds is accepted but runs out, by our
+    ///   clock, almost at once;
+    /// - [`Error::LeaseLost`] if the lock is no longer ours; the `lost` signal fires;
+    /// - [`Error::Unreachable`] and the other errors a reply can carry. The lease may
+    ///   or may not have been reset; the guard keeps its earlier idea of the lease,
+    ///   and `lost` does not fire.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may or may not have reset the lease in Redis. The guard
+    /// keeps its earlier idea of the lease, which errs on the short side.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    ///
+    /// let mutex = mutex.with_lease(latchkey::Lease::fixed(Duration::from_secs(5))?);
+    /// let guard = mutex.lock().await?;
+    /// // ... the work takes longer than planned:
+    /// guard.extend(Duration::from_secs(5)).await?; // 5 s from now
+    /// # Ok(()) }
+    /// ```
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
         let ttl = Ttl::new(ttl)?;
         let sent = Instant::now();
@@ -165,20 +300,60 @@ impl<S: LockStore> MutexGuard<S> {
         Ok(())
     }
 
-    /// Asks Redis whether the lock still holds our owner token.
+    /// Asks Redis whether the lock still holds our owner token: one GET. It does not
+    /// change the guard: a `false` here does not fire `lost`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unreachable`], [`Error::WrongType`] (someone replaced the key with a
+    /// value of another type) and the other errors a reply can carry. Not retried.
+    ///
+    /// # Cancel safety
+    ///
+    /// It only reads: dropping the future has no effect.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// assert!(guard.is_held().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn is_held(&self) -> Result<bool> {
         let hold = &self.held.hold;
         let holder = hold.store.owner(&hold.key).await?;
         Ok(holder.as_deref() == Some(hold.owner.as_str()))
     }
 
-    /// Gives up this guard. The last guard of an acquisition frees the lock (handing
-    /// it to the next fair waiter, if any); `Ok(true)` when it was still ours,
-    /// `Ok(false)` when it had expired or been broken, i.e. the critical section ran
-    /// (partly) unprotected. A re-entered guard only drops its count.
+    /// Gives up this guard. The last guard of an acquisition stops the renewal and
+    /// frees the lock: it passes it to a task of this process waiting for it (plain
+    /// locks, when nobody waits in Redis), or hands it to the oldest live waiter in
+    /// the Redis queue and wakes that one, or deletes the key. `Ok(true)` when it was
+    /// still ours, `Ok(false)` when it had expired or been broken, i.e. the critical
+    /// section ran (partly) unprotected.
     ///
-    /// If this fails (Redis unreachable) or is cancelled, the lock is still released
-    /// in the background.
+    /// A re-entered guard that is not the last only drops its count, with no round
+    /// trip; it answers `Ok(false)` if the lease is already known lost.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unreachable`] and the other errors a reply can carry. The lock is then
+    /// still released: a second try runs in the background, and if that fails too
+    /// the lock frees itself when its lease ends.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future still releases the lock, in the background, as dropping
+    /// the guard does.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// // ... critical section ...
+    /// if !guard.release().await? {
+    ///     eprintln!("the lease ran out before we were done: check the work");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn release(self) -> Result<bool> {
         let mut held = match Arc::try_unwrap(self.held) {
             Ok(held) => held,

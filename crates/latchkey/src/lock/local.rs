@@ -7,7 +7,8 @@
 //! acquisition instead of a release, a wake-up and a claim. A pass is refused while
 //! anyone waits in the Redis queue, so other processes still get their turn after
 //! at most one more critical section. Local waiters also re-check on a timer, so a
-//! lost turn costs at most that.
+//! lost turn costs at most that. The user-facing account is the crate docs'
+//! `# Plain or fair` section.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdGuard};

@@ -5,7 +5,8 @@
 //! dropped by `select!`, a timeout or an abort) the lock may already be in Redis
 //! under its token. Leaving therefore reads what it was sent: a passed lock is
 //! released (or passed on to the next local waiter), and a turn to go to Redis goes
-//! to the next local waiter. Nothing is left held by nobody.
+//! to the next local waiter. Nothing is left held by nobody. The user-facing account
+//! is the crate docs' `# Cancel safety` section.
 
 use tokio::sync::oneshot;
 

@@ -32,12 +32,18 @@ const FORCE_ATTEMPTS: usize = 5;
 /// [`with_lease`](Self::with_lease) sets another [`Lease`].
 ///
 /// Waiters do not poll: they queue in Redis, and a release hands the lock to the
-/// oldest live waiter and wakes just that one through pub/sub. By default the lock
-/// is *plain*: a newcomer may take a *free* lock without queueing, and while a task
-/// of this process holds it, other tasks of the process queue locally and get it
-/// passed on in one round trip, unless tasks of other processes wait (they come
-/// first). [`Fairness::Fair`] makes it strictly FIFO across all processes: no
-/// newcomer takes a free lock that a live waiter is owed, and no local passing.
+/// oldest live waiter and wakes just that one through pub/sub (see
+/// [Waiting](crate#waiting)). By default the lock is *plain*: a newcomer may take a
+/// *free* lock without queueing, and while a task of this process holds it, other
+/// tasks of the process queue locally and get it passed on in one round trip, unless
+/// tasks of other processes wait (they come first). [`Fairness::Fair`] makes it
+/// strictly FIFO across all processes: no newcomer takes a free lock that a live
+/// waiter is owed, and no local passing (see [Plain or fair](crate#plain-or-fair)).
+///
+/// The settings ([`with_lease`](Self::with_lease),
+/// [`with_fairness`](Self::with_fairness), [`with_waiter_lease`](Self::with_waiter_lease))
+/// belong to the handle, not to the lock in Redis: each handle takes the lock its
+/// own way.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -66,7 +72,18 @@ impl<S: LockStore> Mutex<S> {
     /// Usually made by [`Client::mutex`](crate::Client::mutex).
     ///
     /// Handles made by one [`Client`](crate::Client) (and clones of one handle)
-    /// pass the lock between their tasks without freeing it; see [`Mutex`].
+    /// pass the lock between their tasks without freeing it; see [`Mutex`]. A handle
+    /// made here has a local line of its own: other handles made with `new` take the
+    /// lock through Redis, as another process would.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// use latchkey::{LockKey, Mutex, Prefix, store::SingleNode};
+    ///
+    /// let store = SingleNode::open("redis://127.0.0.1:6379").await?;
+    /// let mutex = Mutex::new(store, LockKey::new(&Prefix::default(), "reindex")?);
+    /// # Ok(()) }
+    /// ```
     pub fn new(store: S, key: LockKey) -> Self {
         Self::with_local(store, key, LocalLocks::default())
     }
@@ -83,7 +100,8 @@ impl<S: LockStore> Mutex<S> {
     }
 
     /// The same lock with another [`Lease`]: how long each acquisition holds it,
-    /// and whether a watchdog renews it (the default: 30 s, renewed).
+    /// and whether a watchdog renews it (the default: 30 s, renewed). See
+    /// [Leases](crate#leases).
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
@@ -100,7 +118,8 @@ impl<S: LockStore> Mutex<S> {
     }
 
     /// The same lock with another [`Fairness`]: [`Fairness::Fair`] makes waiters get
-    /// it in order of arrival, across processes.
+    /// it in order of arrival, across processes. See
+    /// [Plain or fair](crate#plain-or-fair).
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
@@ -115,7 +134,9 @@ impl<S: LockStore> Mutex<S> {
     /// How long a waiter that stopped trying (it crashed or froze) keeps its place in
     /// the queue; default 5 s. A dead waiter delays the others by at most this. Keep
     /// it above 3 s: a live waiter renews every third of it, and a renewal whose
-    /// reply is lost is retried after the 1 s response timeout.
+    /// reply is lost is retried after the 1 s response timeout. A lock handed to a
+    /// waiter that never claims it stays held for at most the rest of its waiter
+    /// lease. See [Waiting](crate#waiting).
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
@@ -129,6 +150,12 @@ impl<S: LockStore> Mutex<S> {
     }
 
     /// The lock's Redis key.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// assert_eq!(client.mutex("jobs")?.key().as_str(), "jobs");
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &LockKey {
         &self.key
     }
@@ -160,9 +187,27 @@ impl<S: LockStore> Mutex<S> {
     }
 
     /// Takes the lock if it is free, in one round trip; [`Error::Busy`] if not. The
-    /// one attempt is not retried: a connection failure is returned as
-    /// [`Error::Unreachable`], after at most about 3 s (a 2 s connect timeout when
-    /// the connection must be made again, then the 1 s reply timeout).
+    /// one attempt is not retried and never waits in a queue, not even behind a task
+    /// of this process. It returns after at most about 3 s on a connection latchkey
+    /// made (a 2 s connect timeout when the connection must be made again, then the
+    /// 1 s reply timeout).
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Busy`] if someone holds the lock (for a fair lock: also if it is
+    ///   free but owed to a live waiter); `retry_after` is the holder's remaining
+    ///   lease, if it set one;
+    /// - [`Error::Unreachable`] for a connection failure or a reply that timed out;
+    /// - [`Error::WrongType`] if the key holds something that is not a lock;
+    /// - [`Error::AuthFailed`], [`Error::AclDenied`], [`Error::ReadOnly`],
+    ///   [`Error::NotRedis`], [`Error::Tls`], [`Error::Redis`] as the server answers;
+    /// - [`Error::Entropy`] if no owner token could be drawn.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves no lock behind: if the attempt may already have
+    /// reached Redis, a release runs in the background (see
+    /// [Cancel safety](crate#cancel-safety)).
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
@@ -184,9 +229,23 @@ impl<S: LockStore> Mutex<S> {
     /// logged at `warn` level; only an error that retrying cannot fix (credentials,
     /// ACL, a key of another type) ends the wait.
     ///
-    /// Cancel-safe: dropping the future (for example under `tokio::time::timeout`)
-    /// leaves no lock behind and leaves the wait queue, even if the acquire had
-    /// already reached Redis or a release had just handed the lock over.
+    /// See [Waiting](crate#waiting) for how it waits.
+    ///
+    /// # Errors
+    ///
+    /// Never [`Error::Busy`] or [`Error::Unreachable`]: those are waited or retried
+    /// out. It returns [`Error::AuthFailed`], [`Error::AclDenied`],
+    /// [`Error::WrongType`], [`Error::ReadOnly`], [`Error::NotRedis`], [`Error::Tls`]
+    /// or an [`Error::Redis`] that is not transient, at the first attempt that meets
+    /// one, and [`Error::Entropy`] if no owner token could be drawn.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropping the future (for example under `tokio::time::timeout` or
+    /// in a `select!`) leaves no lock behind and leaves the wait queue, even if the
+    /// acquire had already reached Redis or a release had just handed the lock over.
+    /// What it may have had in Redis is undone by a release in the background; a lock
+    /// handed to it goes on to the next waiter.
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
@@ -197,12 +256,28 @@ impl<S: LockStore> Mutex<S> {
         self.acquire(None).await
     }
 
-    /// Waits at most `wait` for the lock; [`Error::Busy`] with the time waited if it
-    /// stayed held, or the last transient error if Redis could not be reached as the
-    /// wait ran out. Returns within `wait` plus a few milliseconds whatever the
+    /// Waits at most `wait` for the lock. Returns soon after `wait` whatever the
     /// network does: every round trip is cut off at the deadline (and undone in the
-    /// background). A zero `wait` makes one attempt, as [`try_lock`](Self::try_lock)
-    /// does. Retries and cancel safety as for [`lock`](Self::lock).
+    /// background), and a waiter that gives up takes at most 50 ms more to leave the
+    /// queue before it leaves it in the background. A zero `wait` makes one attempt,
+    /// as [`try_lock`](Self::try_lock) does. Retries as for [`lock`](Self::lock); see
+    /// [Waiting](crate#waiting).
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Busy`] with the time waited when the deadline passed and the last
+    ///   attempt found the lock held. An attempt still unanswered at the deadline
+    ///   (Redis paused, a stalled path) also ends in `Busy`, with `retry_after:
+    ///   None`;
+    /// - the last transient error ([`Error::Unreachable`], or an [`Error::Redis`] for
+    ///   a server that is loading or failing over) when the last answered attempt
+    ///   failed with one;
+    /// - at once, the errors retrying cannot fix, as for [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`lock`](Self::lock): dropping the future leaves no lock behind and
+    /// leaves the wait queue.
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
@@ -217,6 +292,21 @@ impl<S: LockStore> Mutex<S> {
     /// Runs `work` under the lock and releases it after. If the lease is lost while
     /// `work` runs, `work` is cancelled (dropped at its next `.await`) and the result
     /// is [`Error::LeaseLost`]. Waits for the lock without limit, like [`lock`](Self::lock).
+    ///
+    /// # Errors
+    ///
+    /// - as [`lock`](Self::lock) while waiting;
+    /// - [`Error::LeaseLost`] if the lease was lost while `work` ran (it was
+    ///   cancelled) or the release found the lock no longer ours (`work` finished,
+    ///   but partly unprotected); `work`'s value is dropped;
+    /// - the release's error ([`Error::Unreachable`] …), with `work`'s value dropped;
+    ///   the lock is then released in the background.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future while it waits is as for [`lock`](Self::lock); while `work`
+    /// runs, it drops `work` and releases the lock in the background; during the
+    /// release, the release still happens in the background.
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
@@ -244,7 +334,18 @@ impl<S: LockStore> Mutex<S> {
         }
     }
 
-    /// Whether anybody (latchkey or another library) holds the lock right now.
+    /// Whether anybody (latchkey or another library) holds the lock right now: one
+    /// GET. A lock handed to a waiter that has not claimed it yet counts as held.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the key holds something that is not a string;
+    /// [`Error::Unreachable`], [`Error::AclDenied`] and the other errors a reply can
+    /// carry. Not retried.
+    ///
+    /// # Cancel safety
+    ///
+    /// It only reads: dropping the future has no effect.
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
@@ -255,8 +356,18 @@ impl<S: LockStore> Mutex<S> {
         Ok(self.store.owner(&self.key).await?.is_some())
     }
 
-    /// A consistent snapshot: holder (mask it before display), remaining lease,
-    /// last fencing token, waiters.
+    /// A consistent snapshot, read in one script: holder (mask it before display),
+    /// remaining lease, last fencing token, waiters. See [`LockStatus`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the key (or one of its companion keys) holds something
+    /// of another type; [`Error::Unreachable`], [`Error::AclDenied`] and the other
+    /// errors a reply can carry. Not retried.
+    ///
+    /// # Cancel safety
+    ///
+    /// It only reads: dropping the future has no effect.
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
@@ -268,9 +379,26 @@ impl<S: LockStore> Mutex<S> {
         self.store.inspect(&self.key).await
     }
 
-    /// Breaks the lock whoever holds it (an operator's tool, for a holder known to be
-    /// gone). The next fair waiter gets it as after a release. Returns the status the
+    /// Breaks the lock whoever holds it, latchkey or another library (an operator's
+    /// tool, for a holder known to be gone). It releases the lock as its holder would,
+    /// so the oldest live waiter gets it, as after a release. Returns the status the
     /// lock had when broken, or `None` if it was free.
+    ///
+    /// A latchkey holder learns of it at its next renewal or extend (its `lost`
+    /// signal then fires), or when its release returns `false`; until then it may
+    /// still be working. Its fencing token is what keeps its late writes out.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`] (with `waited` zero) if the lock changed hands between reading
+    /// the holder and breaking its hold five times in a row; [`Error::WrongType`],
+    /// [`Error::Unreachable`], [`Error::AclDenied`], [`Error::ReadOnly`] and the other
+    /// errors a reply can carry. Not retried.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may or may not have broken the lock: check with
+    /// [`status`](Self::status).
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {

@@ -8,7 +8,8 @@
 //! otherwise. Dropping the hold in any state but [`HoldState::Clear`] runs the same
 //! release in a task on the runtime the lock was taken on: it never blocks the
 //! executor. Commands on one connection run in order, so it lands after any acquire
-//! still in flight on that connection.
+//! still in flight on that connection. The user-facing account is the crate docs'
+//! `# Cancel safety` section.
 
 use std::time::Instant;
 

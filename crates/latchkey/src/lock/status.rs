@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use crate::token::{is_latchkey_owner, mask_owner};
 
-/// A snapshot of one lock, read atomically.
+/// A snapshot of one lock, read atomically by [`Mutex::status`](crate::Mutex::status)
+/// and [`Client::list`](crate::Client::list).
 ///
 /// ```
 /// use latchkey::LockStatus;
@@ -19,8 +20,10 @@ pub struct LockStatus {
     pub holder: Option<String>,
     /// The holder's remaining lease; `None` when free or held without expiry.
     pub ttl: Option<Duration>,
-    /// The last fencing token handed out for this lock, if any; `None` while another
-    /// library holds it (that holder got no fencing token).
+    /// The last fencing token handed out for this lock, if any. The counter expires
+    /// one lease after the grant it fenced, so it may be `None` during a long hold
+    /// (see [Fencing](crate#fencing)); it is `None` while another library holds the
+    /// lock (that holder got no fencing token).
     pub fence: Option<u64>,
     /// Waiters in the queue (including any whose waiter lease ran out but that no
     /// release has swept yet).
@@ -28,7 +31,13 @@ pub struct LockStatus {
 }
 
 impl LockStatus {
-    /// Whether someone holds the lock.
+    /// Whether someone holds the lock (latchkey or another library, or a waiter the
+    /// lock was handed to and that has not claimed it yet).
+    ///
+    /// ```
+    /// let held = latchkey::LockStatus { holder: Some("3cd1…".into()), ttl: None, fence: None, waiters: 2 };
+    /// assert!(held.is_held());
+    /// ```
     pub fn is_held(&self) -> bool {
         self.holder.is_some()
     }
@@ -45,7 +54,18 @@ impl LockStatus {
         self.holder.as_deref().is_some_and(is_latchkey_owner)
     }
 
-    /// The holder's token, masked for display.
+    /// The holder's token, masked for display: its first 4 characters and "…" (only
+    /// "…" for a value of 8 characters or fewer, so a short one is not shown whole).
+    ///
+    /// ```
+    /// let status = latchkey::LockStatus {
+    ///     holder: Some("3cd1a5e09f7b4c2d8e6f1a0b9c8d7e6f".into()),
+    ///     ttl: None,
+    ///     fence: None,
+    ///     waiters: 0,
+    /// };
+    /// assert_eq!(status.masked_holder().as_deref(), Some("3cd1…"));
+    /// ```
     pub fn masked_holder(&self) -> Option<String> {
         self.holder.as_deref().map(mask_owner)
     }

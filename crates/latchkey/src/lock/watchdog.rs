@@ -3,6 +3,7 @@
 //! The lease is extended every TTL/3. If an extend finds the lock no longer ours, or
 //! Redis does not answer before the lease would end, the `lost` signal fires at once
 //! and the watchdog stops. The task ends the moment its guard is released or dropped.
+//! The user-facing account is the crate docs' `# Leases` section.
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -11,7 +11,11 @@ use crate::store::SingleNode;
 ///
 /// Each check counts as a call, allowed or not (a caller hammering a closed window
 /// keeps it closed). The count and the window's expiry are set in one script, so a
-/// crash between them cannot leave a counter that never resets.
+/// crash between them cannot leave a counter that never resets. A window starts at
+/// its first call and lasts `per`; so, as with every fixed window, up to twice the
+/// limit can pass within `per` across the end of one window and the start of the
+/// next. Made by [`Client::fixed_window`](crate::Client::fixed_window); the counter
+/// is the string key prefix + name.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -53,7 +57,19 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// Calls still allowed in this window.
+    /// Calls still allowed in this window (zero once over the limit).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let over = latchkey::ratelimit::Decision {
+    ///     allowed: false,
+    ///     count: 7,
+    ///     limit: 5,
+    ///     retry_after: Some(Duration::from_secs(3)),
+    ///     resets_in: Duration::from_secs(3),
+    /// };
+    /// assert_eq!(over.remaining(), 0);
+    /// ```
     pub fn remaining(&self) -> u64 {
         self.limit.saturating_sub(self.count)
     }
@@ -74,7 +90,29 @@ impl FixedWindow {
         })
     }
 
-    /// Counts one call and says whether it is allowed.
+    /// Counts one call and says whether it is allowed: one round trip, not retried.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unreachable`], [`Error::AclDenied`], [`Error::ReadOnly`] (a replica),
+    /// [`Error::WrongType`] if the key holds something other than a string, an
+    /// [`Error::Redis`] if it holds a string that is not a count, and the other errors
+    /// a reply can carry. When it fails, the call may or may not have been counted.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may or may not have counted the call.
+    ///
+    /// ```no_run
+    /// # async fn demo(quota: latchkey::ratelimit::FixedWindow) -> latchkey::Result<()> {
+    /// let decision = quota.check().await?;
+    /// if decision.allowed {
+    ///     println!("{} calls left in this window", decision.remaining());
+    /// } else {
+    ///     println!("over the limit; the window resets in {:?}", decision.resets_in);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn check(&self) -> Result<Decision> {
         let (count, left_ms) = self.store.count_in_window(&self.key, self.window).await?;
         let resets_in = Duration::from_millis(left_ms);

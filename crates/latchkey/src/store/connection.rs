@@ -1,4 +1,5 @@
-//! The connection a single-node store talks through: ours, or the user's own.
+//! The connection a single-node store talks through: ours, or the user's own. What
+//! users see of it is in the crate docs' `# Under faults` section.
 
 use std::sync::{Arc, Mutex};
 
@@ -10,7 +11,10 @@ use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 /// A cloneable, multiplexed connection to one Redis server.
 ///
 /// Build it from the connection your application already has, so latchkey shares its
-/// socket instead of opening another:
+/// socket instead of opening another. Such a connection stays yours: latchkey does
+/// not replace it after a timeout, and its own timeouts apply. A `ConnectionManager`
+/// reconnects by itself after a dropped socket; a plain `MultiplexedConnection` that
+/// broke stays broken.
 ///
 /// ```no_run
 /// # async fn demo() -> redis::RedisResult<()> {

@@ -47,12 +47,42 @@ impl SingleNode {
     /// `redis+unix://`), with a connection that reconnects by itself.
     ///
     /// User name and password go in the URL: `redis://user:secret@host:6379/0`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::open`](crate::Client::open).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves nothing behind.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let store = latchkey::store::SingleNode::open("rediss://app:secret@redis.internal:6380").await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn open(url: &str) -> Result<Self> {
         let client = redis::Client::open(url).map_err(|e| invalid_url(&e))?;
         Self::from_client(client).await
     }
 
     /// Connects through a redis-rs client the application already configured.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::open`](crate::Client::open), except that the URL was
+    /// already parsed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves nothing behind.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let store = latchkey::store::SingleNode::from_client(redis).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn from_client(client: redis::Client) -> Result<Self> {
         let node: Arc<str> = client.get_connection_info().addr().to_string().into();
         let tls = matches!(
@@ -137,6 +167,12 @@ impl SingleNode {
     }
 
     /// The server's address, as shown in errors (never with credentials).
+    ///
+    /// ```no_run
+    /// # fn demo(store: latchkey::store::SingleNode) {
+    /// println!("locks on {}", store.node());
+    /// # }
+    /// ```
     pub fn node(&self) -> &str {
         &self.node
     }

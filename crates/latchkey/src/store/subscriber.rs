@@ -45,12 +45,22 @@ pub struct Watch {
 
 impl Watch {
     /// A watch that never fires, for stores without pub/sub.
+    ///
+    /// ```
+    /// assert!(!latchkey::store::Watch::never().is_live());
+    /// ```
     pub fn never() -> Self {
         Watch::default()
     }
 
     /// Whether wake-ups can arrive now: the server confirmed the subscription on the
     /// current subscriber connection. While not, a waiter must re-check on its own.
+    ///
+    /// ```no_run
+    /// # fn demo(watch: latchkey::store::Watch) {
+    /// let recheck_in = if watch.is_live() { 1_000 } else { 50 }; // ms
+    /// # }
+    /// ```
     pub fn is_live(&self) -> bool {
         let Some(registration) = &self.registration else {
             return false;
@@ -63,7 +73,21 @@ impl Watch {
 
     /// Resolves when a release named this waiter, or the subscriber connection was
     /// lost and re-established (re-check the lock either way). A wake-up that came
-    /// while nobody awaited is kept for the next call.
+    /// while nobody awaited is kept for the next call. Never resolves for
+    /// [`never`](Self::never).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropping the future loses no wake-up.
+    ///
+    /// ```no_run
+    /// # async fn demo(watch: latchkey::store::Watch) {
+    /// tokio::select! {
+    ///     () = watch.notified() => println!("a release named us"),
+    ///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => println!("re-check anyway"),
+    /// }
+    /// # }
+    /// ```
     pub async fn notified(&self) {
         match &self.registration {
             Some(registration) => registration.notify.notified().await,
