@@ -541,11 +541,8 @@ impl MutexGuard {
     /// The `lost` signal as a token another thread can check or wait on (see
     /// [`crate::MutexGuard::lost_token`]).
     ///
-    /// With a fixed lease, the token is cancelled when the lease runs out by our
-    /// clock only if this is called on a thread inside a tokio runtime (such as one of
-    /// `spawn_blocking`); on a plain thread it is cancelled only when an
-    /// [`extend`](Self::extend) finds the lock gone. Check [`is_lost`](Self::is_lost)
-    /// as well. A renewed lease's watchdog cancels it in every case.
+    /// It is cancelled as the async guard's is: when the lease runs out by our clock
+    /// (a fixed lease) or a renewal finds the lock gone.
     ///
     /// ```no_run
     /// # fn demo(guard: latchkey::blocking::MutexGuard) {
@@ -554,6 +551,9 @@ impl MutexGuard {
     /// # }
     /// ```
     pub fn lost_token(&self) -> CancellationToken {
+        // A fixed lease's expiry is watched by a task: start it on our runtime, whatever
+        // thread this is (a plain one has no runtime of its own).
+        let _entered = self.runtime.0.as_ref().map(Runtime::enter);
         self.inner().lost_token()
     }
 

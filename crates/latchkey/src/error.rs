@@ -200,6 +200,18 @@ impl Error {
         }
     }
 
+    /// No reply came from `node` before a wait's deadline: the wait could not even
+    /// learn whether the lock was busy.
+    pub(crate) fn no_reply(node: &str) -> Self {
+        Error::Unreachable {
+            node: node.to_owned(),
+            source: Cause(RedisError::from((
+                ErrorKind::Io,
+                "no reply before the wait's deadline",
+            ))),
+        }
+    }
+
     /// True when a request may or may not have run on the server (the reply was
     /// lost): anything it could have set must be undone.
     pub(crate) fn outcome_unknown(&self) -> bool {

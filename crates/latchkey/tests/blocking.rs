@@ -90,3 +90,47 @@ async fn the_blocking_api_neither_panics_nor_deadlocks_inside_an_async_task() {
     drop(mutex);
     drop(client);
 }
+
+#[test]
+fn the_blocking_api_has_what_the_async_one_has() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let mutex = client.mutex("parity").unwrap();
+
+    // with_lock runs the closure under the lock and releases after.
+    let fence = mutex.with_lock(|guard| guard.fence()).unwrap();
+    assert!(fence > 0);
+    assert!(!mutex.is_locked().unwrap());
+
+    // Re-entering: the lock goes with the last guard.
+    let outer = mutex.try_lock().unwrap();
+    let inner = outer.reenter();
+    assert_eq!(outer.hold_count(), 2);
+    assert!(inner.release().unwrap());
+    assert!(mutex.is_locked().unwrap());
+    let names: Vec<String> = client
+        .list("*")
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, ["parity"]);
+    let broken = mutex.force_release().unwrap().expect("it was held");
+    assert_eq!(broken.masked_holder(), Some(outer.owner().masked()));
+    assert!(!outer.is_held().unwrap());
+    drop(outer);
+
+    let quota = client
+        .fixed_window("sms", 1, Duration::from_secs(60))
+        .unwrap();
+    assert!(quota.check().unwrap().allowed);
+    assert!(!quota.check().unwrap().allowed);
+
+    // On a plain thread, a fixed lease's lost token still fires when it runs out.
+    let short = mutex.with_lease(latchkey::Lease::fixed(Duration::from_millis(200)).unwrap());
+    let guard = short.try_lock().unwrap();
+    let lost = guard.lost_token();
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(guard.is_lost());
+    assert!(lost.is_cancelled(), "the lost token never fired");
+}

@@ -335,6 +335,24 @@ async fn proxied(server: &RedisServer) -> (FaultProxy, Client) {
     (proxy, client)
 }
 
+/// A wait whose every request went unanswered reports Redis as unreachable, not the
+/// lock as busy: it never learned whether the lock was held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_that_never_got_a_reply_says_unreachable_not_busy() {
+    let (server, _direct) = common::start().await;
+    let (proxy, client) = proxied(&server).await;
+    proxy.stall_all();
+    proxy.set_new_connections(NewConnections::Stall);
+    let mutex = client.mutex("silent").unwrap();
+    let result = mutex.lock_timeout(Duration::from_millis(300)).await;
+    match result {
+        Err(error @ Error::Unreachable { .. }) => {
+            assert!(error.to_string().contains("no reply"), "{error}");
+        }
+        other => panic!("expected Unreachable, got {other:?}"),
+    }
+}
+
 /// Item 3: a subscriber connection that is accepted but never answers must not hold
 /// a wait past its deadline; waiters fall back to timer re-checks and, once the path
 /// is back, a new subscriber connection wakes them again.

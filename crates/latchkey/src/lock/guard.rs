@@ -287,7 +287,7 @@ impl<S: LockStore> MutexGuard<S> {
     /// # Ok(()) }
     /// ```
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
-        let ttl = Ttl::new(ttl)?;
+        let ttl = Ttl::at_least(ttl, Lease::MIN_FIXED, "an extension")?;
         let sent = Instant::now();
         let hold = &self.held.hold;
         if !hold.store.extend(&hold.key, &hold.owner, ttl).await? {

@@ -254,6 +254,10 @@ mod tests {
     }
 
     impl LockStore for Recording {
+        fn node(&self) -> &str {
+            "recording"
+        }
+
         async fn try_acquire(
             &self,
             _: &LockKey,

@@ -182,6 +182,7 @@ async fn acquire_in_redis<S: LockStore>(
     // in flight): it may still land, so a later answer must not clear the hold.
     let mut in_doubt = false;
     let mut first = true;
+    let mut answered = false;
     loop {
         if !std::mem::take(&mut first) && wait.expired() {
             give_up(&mut hold).await;
@@ -200,8 +201,13 @@ async fn acquire_in_redis<S: LockStore>(
         };
         let Some(answer) = answer else {
             in_doubt = true;
+            // Never an answer: say Redis did not reply, not that the lock was busy.
+            if !answered {
+                failure = failure.or_else(|| Some(Error::no_reply(store.node())));
+            }
             continue; // cut off at the deadline, request in flight: the hold undoes it
         };
+        answered = true;
         in_doubt |= answer.as_ref().is_err_and(Error::outcome_unknown);
         if !in_doubt {
             hold.not_taken();

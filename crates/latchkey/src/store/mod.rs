@@ -329,6 +329,18 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// ```
     fn scan(&self, pattern: &str) -> impl Future<Output = Result<Vec<String>>> + Send;
 
+    /// The server this store talks to (its address, never with credentials), for
+    /// errors the caller reports itself, such as a wait whose requests all went
+    /// unanswered until its deadline.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{LockStore, SingleNode};
+    /// # fn demo(store: SingleNode) {
+    /// println!("locks on {}", LockStore::node(&store));
+    /// # }
+    /// ```
+    fn node(&self) -> &str;
+
     /// Like [`watch`](Self::watch), but only if that costs no round trip because
     /// this process already listens on `key`'s channel for other waiters. The
     /// default returns `None`: the caller then calls `watch`.

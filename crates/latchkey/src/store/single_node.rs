@@ -201,6 +201,10 @@ impl std::fmt::Debug for SingleNode {
 }
 
 impl LockStore for SingleNode {
+    fn node(&self) -> &str {
+        SingleNode::node(self)
+    }
+
     async fn try_acquire(
         &self,
         key: &LockKey,
