@@ -41,6 +41,20 @@ fn run_in_background(server: &RedisServer, extra: &[&str], script: &str) -> Chil
         .unwrap()
 }
 
+/// Starts `latchkey run ARGS -- sleep 30` and returns once the command runs, so the
+/// lock is held.
+fn hold_in_background(server: &RedisServer, args: &[&str]) -> Child {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let holder = run_in_background(
+        server,
+        args,
+        &format!("touch {}; exec sleep 30", ready.display()),
+    );
+    wait_for_file(&ready);
+    holder
+}
+
 /// Waits until `path` exists; panics after 10 s.
 fn wait_for_file(path: &Path) {
     let started = Instant::now();
@@ -82,14 +96,7 @@ fn eight_concurrent_runs_increment_a_file_exactly_eight_times() {
 #[test]
 fn no_wait_while_held_exits_75() {
     let server = RedisServer::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("ready");
-    let mut holder = run_in_background(
-        &server,
-        &["job"],
-        &format!("touch {}; sleep 30", ready.display()),
-    );
-    wait_for_file(&ready);
+    let mut holder = hold_in_background(&server, &["job"]);
     let busy = output(&server, &["run", "job", "--no-wait", "--", "true"]);
     assert_eq!(busy.status.code(), Some(75), "{}", stderr(&busy));
     // One line naming the holder (masked) and how long its lease has left.
@@ -183,14 +190,7 @@ fn latchkey_fence_strictly_increases_over_successive_runs() {
 #[test]
 fn status_list_and_release_in_text_and_json() {
     let server = RedisServer::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("ready");
-    let mut holder = run_in_background(
-        &server,
-        &["deploy", "--prefix", "ops:"],
-        &format!("touch {}; sleep 30", ready.display()),
-    );
-    wait_for_file(&ready);
+    let mut holder = hold_in_background(&server, &["deploy", "--prefix", "ops:"]);
     let token: String =
         redis::Commands::get(&mut server.connection().unwrap(), "ops:deploy").unwrap();
 
@@ -483,14 +483,7 @@ fn wait_for_exit(mut child: Child) {
 #[test]
 fn a_signal_while_queued_leaves_the_queue_and_exits_128_plus_n() {
     let server = RedisServer::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("ready");
-    let mut holder = run_in_background(
-        &server,
-        &["job"],
-        &format!("touch {}; sleep 30", ready.display()),
-    );
-    wait_for_file(&ready);
+    let mut holder = hold_in_background(&server, &["job"]);
     let mut admin = server.connection().unwrap();
     for (signal, status) in [(Signal::SIGINT, 130), (Signal::SIGTERM, 143)] {
         let waiter = run_in_background(&server, &["job", "--fair"], "true");

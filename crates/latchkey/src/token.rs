@@ -41,7 +41,8 @@ impl OwnerToken {
     ///
     /// ```
     /// let token = latchkey::OwnerToken::generate()?;
-    /// assert!(token.as_str().chars().all(|c| c.is_ascii_hexdigit()));
+    /// let random = token.as_str().strip_suffix(":lk").unwrap();
+    /// assert!(random.chars().all(|c| c.is_ascii_hexdigit()));
     /// # Ok::<(), latchkey::Error>(())
     /// ```
     pub fn generate() -> Result<Self> {
@@ -60,7 +61,7 @@ impl OwnerToken {
     ///
     /// ```
     /// let token = latchkey::OwnerToken::generate()?;
-    /// assert_eq!(token.as_str().len(), 32);
+    /// assert_eq!(token.as_str().len(), 35); // 32 hex digits and ":lk"
     /// # Ok::<(), latchkey::Error>(())
     /// ```
     pub fn as_str(&self) -> &str {

@@ -135,7 +135,7 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// let request = AcquireRequest { ttl: latchkey::Ttl::DEFAULT, fair: false, queue_lease: None };
     /// match store.try_acquire(&key, &me, request).await? {
     ///     Attempt::Acquired { fence } => println!("ours, fence {fence}"),
-    ///     Attempt::Busy { pttl } => println!("busy for {pttl:?}"),
+    ///     Attempt::Busy { pttl, .. } => println!("busy for {pttl:?}"),
     /// }
     /// # Ok(()) }
     /// ```
