@@ -32,7 +32,7 @@ impl Holder {
     fn name(self) -> &'static str {
         match self {
             Holder::Latchkey => "after-latchkey",
-            Holder::OtherLibrary => "after-other-library",
+            Holder::OtherLibrary => "after-other-lib",
         }
     }
 }

@@ -408,6 +408,7 @@ impl<S: LockStore> Mutex<S> {
     /// # Ok(()) }
     /// ```
     pub async fn force_release(&self) -> Result<Option<LockStatus>> {
+        let mut last = None;
         for _ in 0..FORCE_ATTEMPTS {
             let status = self.status().await?;
             let Some(holder) = &status.holder else {
@@ -418,12 +419,14 @@ impl<S: LockStore> Mutex<S> {
             if self.store.release(&self.key, &holder, false).await? {
                 return Ok(Some(status));
             }
+            last = Some(status);
         }
+        // It changed hands under every attempt: busy, as its latest holder left it.
         Err(Error::Busy {
             key: self.key.to_string(),
             waited: Duration::ZERO,
-            holder: None,
-            retry_after: None,
+            holder: last.as_ref().and_then(LockStatus::masked_holder),
+            retry_after: last.and_then(|status| status.ttl),
         })
     }
 
