@@ -21,8 +21,8 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct Global {
     /// Redis URL: `redis://[user:password@]host[:port][/db]`, `rediss://` for TLS
-    /// [default: redis://127.0.0.1:6379; `bench`: a private redis-server].
-    /// Repeatable; several URLs (quorum mode) are not supported yet.
+    /// [default: redis://127.0.0.1:6379; `bench`: a private redis-server]. One URL:
+    /// several (quorum mode) are not supported yet.
     #[arg(
         long,
         global = true,
@@ -109,14 +109,17 @@ The command's environment:
                   protected resource, and have the resource refuse lower ones
   LATCHKEY_LOCK   the lock's name
 
-Signals: INT, TERM and HUP are passed on to the command while it runs. Received
-while waiting for the lock, they make latchkey leave the wait queue and exit 128+N.
+Signals: INT, TERM, HUP, QUIT, USR1, USR2 and ALRM are passed on to the command
+while it runs. Received while waiting for the lock, they make latchkey leave the
+wait queue and exit 128+N.
 
 Durations: 500ms, 30s, 5m, 1h 30m. A name that starts with '-' goes after '--name'.
 
 Exit status:
   the command's own (128+N if a signal N killed it)
   64   usage: a bad option or value (checked before connecting)
+  65   the key holds something that is not a lock (WRONGTYPE)
+  66   the --tls-ca file cannot be read or holds no certificate
   69   Redis unavailable, not Redis, TLS failed, credentials refused or ACL denied
   70   the lease was lost mid-run (the command got SIGTERM, then SIGKILL after
        --kill-after), or an internal error
@@ -230,8 +233,8 @@ pub struct BenchArgs {
     #[arg(long, value_enum)]
     pub scenario: Vec<BenchScenario>,
 
-    /// Time per implementation per scenario (e.g. 500ms, 5s).
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    /// Time per implementation per scenario (e.g. 500ms, 5s; at least 100ms).
+    #[arg(long, default_value = "5s", value_parser = bench_duration)]
     pub duration: Duration,
 
     /// Write every figure to this file as JSON.
@@ -269,4 +272,14 @@ impl From<BenchScenario> for latchkey_bench::Scenario {
             BenchScenario::Wakeup => latchkey_bench::Scenario::Wakeup,
         }
     }
+}
+
+/// A bench duration: long enough to measure anything.
+#[cfg(feature = "bench")]
+fn bench_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if duration < Duration::from_millis(100) {
+        return Err("a bench needs at least 100ms per implementation".to_owned());
+    }
+    Ok(duration)
 }

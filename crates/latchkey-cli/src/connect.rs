@@ -9,6 +9,9 @@ use latchkey::{Client, LockKey, Prefix};
 use crate::cli::Global;
 use crate::exit::{self, Failure};
 
+/// What starts every certificate in a PEM file.
+const CERTIFICATE_PEM: &[u8] = b"-----BEGIN CERTIFICATE-----";
+
 /// The server used when no `--redis` is given.
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
@@ -33,8 +36,21 @@ pub fn check_name(global: &Global, name: &str) -> Result<LockKey, Failure> {
 pub async fn client(global: &Global) -> Result<Client, Failure> {
     Prefix::new(&global.prefix)?;
     let redis = redis_client(global)?;
-    let client = Client::from_redis_client(redis).await?;
+    let client = Client::from_redis_client(redis)
+        .await
+        .map_err(|error| with_tls_advice(error, global))?;
     Ok(client.with_prefix(&global.prefix)?)
+}
+
+/// An untrusted certificate, when no CA was given: say how to give one.
+fn with_tls_advice(error: latchkey::Error, global: &Global) -> Failure {
+    let untrusted =
+        matches!(&error, latchkey::Error::Tls { detail, .. } if detail.contains("certificate"));
+    let failure = Failure::from(error);
+    match untrusted && global.tls_ca.is_none() && !global.tls_insecure {
+        true => failure.and("give the CA's certificate with --tls-ca FILE"),
+        false => failure,
+    }
 }
 
 /// The redis-rs client for the URL and TLS options; nothing is sent yet.
@@ -59,6 +75,15 @@ pub fn redis_client(global: &Global) -> Result<redis::Client, Failure> {
             format!("cannot read the CA certificate {}: {e}", ca.display()),
         )
     })?;
+    if !pem
+        .windows(CERTIFICATE_PEM.len())
+        .any(|w| w == CERTIFICATE_PEM)
+    {
+        return Err(Failure::with_status(
+            exit::NO_INPUT,
+            format!("{} holds no PEM certificate", ca.display()),
+        ));
+    }
     let certs = redis::TlsCertificates {
         client_tls: None,
         root_cert: Some(pem),

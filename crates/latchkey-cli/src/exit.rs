@@ -5,6 +5,7 @@
 //! | 0  | success (`run`: the command's own status; `throttle`: allowed) |
 //! | 1  | `throttle`: over the limit |
 //! | 64 | usage: bad flag, argument or value, checked before connecting (EX_USAGE) |
+//! | 65 | the key holds something that is not a lock (WRONGTYPE) (EX_DATAERR) |
 //! | 66 | `--tls-ca`: the file cannot be read (EX_NOINPUT) |
 //! | 69 | Redis unreachable, not Redis, TLS failed, credentials refused, ACL denied, read-only replica (EX_UNAVAILABLE) |
 //! | 70 | internal error, or the lease was lost mid-run (EX_SOFTWARE) |
@@ -18,6 +19,7 @@ use std::process::ExitCode;
 use latchkey::Error;
 
 pub const USAGE: u8 = 64;
+pub const DATA_ERROR: u8 = 65;
 pub const NO_INPUT: u8 = 66;
 pub const UNAVAILABLE: u8 = 69;
 pub const SOFTWARE: u8 = 70;
@@ -59,6 +61,12 @@ impl Failure {
         }
     }
 
+    /// The same failure, with advice after the message.
+    pub fn and(mut self, advice: &str) -> Self {
+        self.message = format!("{}; {advice}", self.message);
+        self
+    }
+
     /// Prints the message and gives the status to exit with.
     pub fn report(self) -> ExitCode {
         eprintln!("latchkey: {}", self.message);
@@ -77,6 +85,7 @@ impl From<Error> for Failure {
             | Error::NotRedis { .. }
             | Error::Tls { .. } => UNAVAILABLE,
             Error::Busy { .. } => TEMPFAIL,
+            Error::WrongType { .. } => DATA_ERROR,
             _ => SOFTWARE,
         };
         Failure {
@@ -111,7 +120,11 @@ pub fn usage(error: clap::Error) -> ExitCode {
         .lines()
         .map(str::trim)
         .find(|l| l.starts_with("tip:"));
-    let message = message.into_iter().chain(tip).collect::<Vec<_>>().join(" ");
+    let message = message
+        .into_iter()
+        .chain(tip)
+        .collect::<Vec<_>>()
+        .join("; ");
     let message = message.strip_prefix("error: ").unwrap_or(&message);
     if rendered.contains("Usage: latchkey run")
         && error.kind() == clap::error::ErrorKind::UnknownArgument

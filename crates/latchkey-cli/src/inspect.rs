@@ -35,13 +35,15 @@ impl LockView {
     }
 
     fn line(&self, status: &LockStatus) -> String {
-        let fence = self.fence.map_or("none".to_owned(), |f| f.to_string());
         let Some(holder) = &self.holder else {
-            return format!(
-                "{}: free (last fence {fence}, {} waiting)",
-                self.name, self.waiters
-            );
+            let fence = self
+                .fence
+                .map_or("no fence".to_owned(), |f| format!("last fence {f}"));
+            return format!("{}: free ({fence}, {} waiting)", self.name, self.waiters);
         };
+        let fence = self
+            .fence
+            .map_or("no fence".to_owned(), |f| format!("fence {f}"));
         let left = status.ttl.map_or("no expiry".to_owned(), |t| {
             format!("{} left", output::human(t))
         });
@@ -52,7 +54,7 @@ impl LockView {
             );
         }
         format!(
-            "{}: held by {holder} (fence {fence}, {left}, {} waiting)",
+            "{}: held by {holder} ({fence}, {left}, {} waiting)",
             self.name, self.waiters
         )
     }

@@ -1,7 +1,8 @@
 //! `latchkey run`: a distributed flock(1).
 //!
 //! Takes the lock with a renewed lease, runs the command with `LATCHKEY_FENCE` and
-//! `LATCHKEY_LOCK` in its environment, passes INT, TERM and HUP on to it, and
+//! `LATCHKEY_LOCK` in its environment, passes INT, TERM, HUP, QUIT, USR1, USR2 and
+//! ALRM on to it, and
 //! releases the lock when it ends, however it ends. If the lease is lost mid-run the
 //! command gets SIGTERM, then SIGKILL after `--kill-after`, and latchkey exits 70.
 //! A signal that arrives while latchkey still waits for the lock makes it leave the
@@ -31,8 +32,8 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
     let lease = Lease::renewed(args.ttl)?;
-    // From here on INT, TERM and HUP are ours to handle: while waiting, by leaving
-    // the queue; while the command runs, by passing them on.
+    // From here on those signals are ours to handle: while waiting, by leaving the
+    // queue; while the command runs, by passing them on.
     let mut signals = Signals::listen()?;
     let guard = tokio::select! {
         taken = take(global, &args, lease) => taken?,
@@ -105,31 +106,39 @@ fn spawn(args: &RunArgs, guard: &MutexGuard) -> Result<Child, Failure> {
         })
 }
 
-/// INT, TERM and HUP, caught instead of ending latchkey at once.
-struct Signals {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-    hangup: tokio::signal::unix::Signal,
-}
+/// The signals whose default is to end a process (and that can be caught): caught
+/// instead, so latchkey never dies leaving its command running without a renewed
+/// lease, or its queue entry behind.
+const CAUGHT: [Signal; 7] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+];
+
+/// The caught signals, as they arrive.
+struct Signals(tokio::sync::mpsc::UnboundedReceiver<Signal>);
 
 impl Signals {
     fn listen() -> Result<Self, Failure> {
-        let listen = |kind| {
-            signal(kind).map_err(|e| Failure::software(format!("cannot listen for signals: {e}")))
-        };
-        Ok(Signals {
-            interrupt: listen(SignalKind::interrupt())?,
-            terminate: listen(SignalKind::terminate())?,
-            hangup: listen(SignalKind::hangup())?,
-        })
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        for caught in CAUGHT {
+            let mut stream = signal(SignalKind::from_raw(caught as i32))
+                .map_err(|e| Failure::software(format!("cannot listen for {caught}: {e}")))?;
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                while stream.recv().await.is_some() && sender.send(caught).is_ok() {}
+            });
+        }
+        Ok(Signals(receiver))
     }
 
     async fn recv(&mut self) -> Signal {
-        tokio::select! {
-            _ = self.interrupt.recv() => Signal::SIGINT,
-            _ = self.terminate.recv() => Signal::SIGTERM,
-            _ = self.hangup.recv() => Signal::SIGHUP,
-        }
+        // The listening tasks live as long as the runtime, so the channel stays open.
+        self.0.recv().await.unwrap_or(Signal::SIGTERM)
     }
 }
 

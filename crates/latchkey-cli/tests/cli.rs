@@ -186,6 +186,12 @@ fn tls_works_with_a_private_ca_and_says_when_the_server_is_plain() {
         "{stderr}"
     );
 
+    // A file with no certificate in it is refused before connecting.
+    let empty = tempfile::NamedTempFile::new().unwrap();
+    let empty = empty.path().to_str().unwrap();
+    let output = latchkey(&["--redis", &url, "--tls-ca", empty, "status", "job"]);
+    assert_eq!(output.status.code(), Some(66), "{}", text(&output.stderr));
+
     let plain = RedisServer::start().unwrap();
     let wrong = plain.url().replace("redis://", "rediss://");
     let output = latchkey(&["--redis", &wrong, "status", "job"]);

@@ -485,7 +485,11 @@ fn a_signal_while_queued_leaves_the_queue_and_exits_128_plus_n() {
     let server = RedisServer::start().unwrap();
     let mut holder = hold_in_background(&server, &["job"]);
     let mut admin = server.connection().unwrap();
-    for (signal, status) in [(Signal::SIGINT, 130), (Signal::SIGTERM, 143)] {
+    for (signal, status) in [
+        (Signal::SIGINT, 130),
+        (Signal::SIGTERM, 143),
+        (Signal::SIGUSR1, 138),
+    ] {
         let waiter = run_in_background(&server, &["job", "--fair"], "true");
         let started = Instant::now();
         while redis::Commands::zcard::<_, u64>(&mut admin, "{job}:lk:queue").unwrap() == 0 {
@@ -543,4 +547,17 @@ fn names_starting_with_a_dash_and_commands_that_cannot_run() {
     // Neither left the lock held.
     let free = output(&server, &["status", "job"]);
     assert!(stdout(&free).starts_with("job: free"), "{}", stdout(&free));
+}
+
+#[test]
+fn a_rate_limit_and_a_lock_of_the_same_name_do_not_collide() {
+    let server = RedisServer::start().unwrap();
+    let counted = output(&server, &["throttle", "deploy", "--limit", "5", "--per", "30s"]);
+    assert!(counted.status.success(), "{}", stderr(&counted));
+    let status = output(&server, &["status", "deploy"]);
+    assert!(stdout(&status).starts_with("deploy: free"), "{}", stdout(&status));
+    let ran = output(&server, &["run", "deploy", "--no-wait", "--", "true"]);
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    let listed = output(&server, &["list"]);
+    assert!(!stdout(&listed).contains("deploy"), "{}", stdout(&listed));
 }

@@ -184,6 +184,11 @@ impl Error {
         if let Some(detail) = tls_failure(&source) {
             return Error::Tls { node, detail };
         }
+        if source.to_string().contains("DB index is out of range") {
+            return Error::InvalidArgument(format!(
+                "the database number in the URL does not exist on {node} (DB index is out of range)"
+            ));
+        }
         match source.kind() {
             ErrorKind::AuthenticationFailed => Error::AuthFailed { node },
             ErrorKind::Server(ServerErrorKind::ReadOnly) => Error::ReadOnly { node },
@@ -259,8 +264,13 @@ impl Error {
 pub struct Cause(RedisError);
 
 impl std::fmt::Display for Cause {
+    // The server's own words, without redis-rs's name for the error kind.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
+        match (self.0.code(), self.0.detail()) {
+            (Some(code), Some(detail)) => write!(f, "{code} {detail}"),
+            (None, Some(detail)) => f.write_str(detail),
+            _ => self.0.fmt(f),
+        }
     }
 }
 
@@ -287,10 +297,10 @@ fn is_wrong_type(err: &RedisError) -> bool {
 /// A NOPERM reply, or (inside a script, where redis 7 reports it as ERR) the text
 /// of one: a command, key or channel the user may not touch.
 fn is_acl_denial(err: &RedisError) -> bool {
-    let text = err.to_string();
+    let text = err.to_string().to_lowercase();
     err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm)
         || text.contains("can't run this command")
-        || text.contains("No permissions to access")
+        || text.contains("no permissions to")
 }
 
 /// A certificate the server sent that we do not trust, or a handshake that failed.
@@ -302,12 +312,19 @@ fn tls_failure(err: &RedisError) -> Option<String> {
         "TLS",
         "tls handshake",
         "HandshakeFailure",
+        // A reply that is not TLS at all (a plain server, an HTTP server).
+        "corrupt message",
+        "InvalidContentType",
     ]
     .iter()
     .any(|mark| text.contains(mark));
-    is_tls.then(|| {
-        format!("{text} (for a private CA use the CA's certificate: `--tls-ca FILE` in the CLI)")
-    })
+    let advice = match text.contains("certificate") {
+        true => {
+            " (the client does not trust the server's certificate: for a private CA, give the client the CA's certificate)"
+        }
+        false => " (is it a TLS port?)",
+    };
+    is_tls.then(|| format!("{text}{advice}"))
 }
 
 /// Depending on the server version and the handshake step, a bad password comes back

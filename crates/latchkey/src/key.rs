@@ -8,7 +8,7 @@ const MAX_NAME_LEN: usize = 1024;
 /// Longest prefix accepted, in bytes.
 const MAX_PREFIX_LEN: usize = 256;
 /// Suffixes of companion keys; a lock name may not end with one.
-const COMPANION_KINDS: [&str; 4] = ["fence", "queue", "leases", "wake"];
+const COMPANION_KINDS: [&str; 5] = ["fence", "queue", "leases", "wake", "rate"];
 
 /// A validated key prefix, prepended to every lock name of a client.
 ///
@@ -114,7 +114,7 @@ impl LockKey {
     ///
     /// [`Error::InvalidArgument`] for a name that is empty, longer than 1024 bytes,
     /// has a control character, or ends like a companion key (`:lk:fence`,
-    /// `:lk:queue`, `:lk:leases`, `:lk:wake`); and for a key `prefix + name` with a
+    /// `:lk:queue`, `:lk:leases`, `:lk:wake`, `:lk:rate`); and for a key `prefix + name` with a
     /// `}` that does not close a valid hash tag (`x}y`), since Redis Cluster would hash
     /// it differently from its companions.
     ///
@@ -169,6 +169,14 @@ impl LockKey {
     /// The pub/sub channel on which waiters hear that it is their turn.
     pub(crate) fn channel(&self) -> &str {
         &self.channel
+    }
+
+    /// The counter of a rate limit by this name: a companion, so a rate limit and a
+    /// lock of the same name never share a key.
+    pub(crate) fn rate_counter(&self) -> String {
+        // Every companion is the tagged key, ":lk:" and its kind.
+        let tagged = self.channel.strip_suffix("wake").unwrap_or(&self.channel);
+        format!("{tagged}rate")
     }
 }
 

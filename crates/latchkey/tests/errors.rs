@@ -261,6 +261,34 @@ async fn a_server_that_is_not_redis_is_named_as_such() {
     }
 }
 
+#[tokio::test]
+async fn a_user_who_may_not_run_time_gets_acl_denied_and_no_lock_is_left() {
+    let server = RedisServer::builder()
+        .user("notime", "pw", "~* &* +@all -time")
+        .start()
+        .unwrap();
+    let client = Client::open(&server.url_as("notime", "pw")).await.unwrap();
+    let result = client.mutex("job").unwrap().try_lock().await;
+    assert!(matches!(result, Err(Error::AclDenied { .. })), "{result:?}");
+    // The script failed before its first write: nobody holds the lock.
+    let mut admin = server.connection().unwrap();
+    let held: bool = admin.exists("job").unwrap();
+    assert!(!held, "a failed acquire left the lock set for nobody");
+}
+
+#[tokio::test]
+async fn a_database_that_does_not_exist_is_a_bad_argument() {
+    let server = RedisServer::start().unwrap();
+    for db in ["99", "-1"] {
+        let url = format!("{}/{db}", server.url());
+        let result = Client::open(&url).await;
+        assert!(
+            matches!(result, Err(Error::InvalidArgument(_))),
+            "{db}: {result:?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_works_for_acl_users_with_and_without_channel_rights() {
     let server = RedisServer::builder()

@@ -190,6 +190,10 @@ fn background() -> &'static TaskTracker {
 /// them off and leave a lock held, or a queue entry, until its lease ends. Returns
 /// `false` if some were still running after `timeout`.
 ///
+/// # Cancel safety
+///
+/// Dropping the future stops only the waiting: the releases go on in the background.
+///
 /// ```no_run
 /// # async fn demo(mutex: latchkey::Mutex) {
 /// let waiting = mutex.lock();

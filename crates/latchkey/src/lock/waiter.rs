@@ -138,7 +138,7 @@ async fn wait_for_local_pass<S: LockStore>(
             return turn
                 .leave()
                 .map(|p| Some(won(p)))
-                .ok_or_else(|| busy(key, started, &Seen::default()));
+                .ok_or_else(|| busy(key, started, &Seen::nothing()));
         }
         // Nobody here will pass it to us any more (a task died): go to Redis.
         if !local.is_represented(key) {
@@ -176,7 +176,7 @@ async fn acquire_in_redis<S: LockStore>(
     let mut retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
     // Why the last attempt did not take the lock: busy (who held it, how long for),
     // or a transient failure, reported as such if the wait ends on it.
-    let mut seen = Seen::default();
+    let mut seen = Seen::nothing();
     let mut failure: Option<Error> = None;
     // An earlier request's outcome is unknown (its reply was lost, or it was cut off
     // in flight): it may still land, so a later answer must not clear the hold.
@@ -218,7 +218,8 @@ async fn acquire_in_redis<S: LockStore>(
                 return Ok(Won { hold, fence, sent });
             }
             Ok(Attempt::Busy { pttl, holder }) => {
-                (seen, failure) = (Seen { pttl, holder }, None);
+                let at = Instant::now();
+                (seen, failure) = (Seen { pttl, holder, at }, None);
                 retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
             }
             Err(error) => {
@@ -280,14 +281,22 @@ async fn give_up<S: LockStore>(hold: &mut ReleaseOnDrop<S>) {
     }
 }
 
-/// What the last busy attempt saw.
-#[derive(Default)]
+/// What the last busy attempt saw, and when.
 struct Seen {
     pttl: Option<Duration>,
     holder: Option<String>,
+    at: Instant,
 }
 
 impl Seen {
+    fn nothing() -> Self {
+        Seen {
+            pttl: None,
+            holder: None,
+            at: Instant::now(),
+        }
+    }
+
     /// Held by another library, whose release wakes nobody.
     fn foreign(&self) -> bool {
         self.holder
@@ -301,6 +310,7 @@ fn busy(key: &LockKey, started: Instant, seen: &Seen) -> Error {
         key: key.to_string(),
         waited: started.elapsed(),
         holder: seen.holder.as_deref().map(mask_owner),
-        retry_after: seen.pttl,
+        // The lease has run on since it was seen.
+        retry_after: seen.pttl.map(|left| left.saturating_sub(seen.at.elapsed())),
     }
 }

@@ -31,7 +31,9 @@ use crate::store::SingleNode;
 #[derive(Clone, Debug)]
 pub struct FixedWindow {
     store: SingleNode,
+    // The name's key, for errors; the count lives in its `:lk:rate` companion.
     key: LockKey,
+    counter: String,
     limit: u64,
     window: Ttl,
 }
@@ -84,9 +86,10 @@ impl FixedWindow {
         }
         Ok(FixedWindow {
             store,
+            counter: key.rate_counter(),
             key,
             limit,
-            window: Ttl::new(per)?,
+            window: Ttl::at_least(per, Duration::from_millis(1), "a rate-limit window")?,
         })
     }
 
@@ -114,7 +117,10 @@ impl FixedWindow {
     /// # Ok(()) }
     /// ```
     pub async fn check(&self) -> Result<Decision> {
-        let (count, left_ms) = self.store.count_in_window(&self.key, self.window).await?;
+        let (count, left_ms) = self
+            .store
+            .count_in_window(&self.key, &self.counter, self.window)
+            .await?;
         let resets_in = Duration::from_millis(left_ms);
         let allowed = count <= self.limit;
         Ok(Decision {

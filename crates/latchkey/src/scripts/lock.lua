@@ -59,13 +59,18 @@ local function last_fence()
   return last
 end
 
--- Hands out the next fencing token: max(last + 1, server time in µs), on every grant.
--- A counter restored older than it was (an RDB snapshot, an AOF that lost its tail, a
--- replica that missed writes) or lost altogether still yields a token above every
--- earlier one, as long as the server clock never steps back past the last token. So
--- the counter may expire with the lease it fenced.
-local function grant_fence(last, ttl)
+-- Makes the lock `token`'s for `ttl` ms (a fresh take, or a claim of a lock that
+-- holds `token` already: a release handed it over, or an earlier request with this
+-- token whose reply was lost set it) and hands out the next fencing token:
+-- max(last + 1, server time in µs), on every grant. A counter restored older than it
+-- was (an RDB snapshot, an AOF that lost its tail, a replica that missed writes) or
+-- lost altogether still yields a token above every earlier one, as long as the server
+-- clock never steps back past the last token. So the counter may expire with the
+-- lease it fenced. TIME is read before either write: a TIME the user may not run must
+-- fail the script before it sets a lock nobody was told about.
+local function grant(token, ttl, last)
   local us = server_time()
+  redis.call('SET', lock, token, 'PX', ttl)
   local fence = math.max(last + 1, us)
   redis.call('SET', fence_key, string.format('%d', fence), 'PX', ttl)
   return fence
@@ -120,21 +125,13 @@ local function next_live_waiter()
   end
 end
 
--- The lock holds `token` already: a release handed it over, or an earlier request
--- with this token whose reply was lost set it (callers retry a failed request with
--- the same token). Claim it with a full lease and a new fencing token.
-local function claim(ttl, last)
-  redis.call('PEXPIRE', lock, ttl)
-  return grant_fence(last, ttl)
-end
-
 -- A first try, not queued. GET comes first: it raises WRONGTYPE for a key of another
 -- type before anything is written, and it finds a lock an earlier try already set.
 local function try_once(token, ttl, mode)
   local holder = redis.call('GET', lock)
   local last = last_fence()
   if holder == token then
-    return granted(claim(ttl, last))
+    return granted(grant(token, ttl, last))
   end
   if holder then
     return busy(holder)
@@ -146,8 +143,7 @@ local function try_once(token, ttl, mode)
       return busy(nil)
     end
   end
-  redis.call('SET', lock, token, 'PX', ttl)
-  return granted(grant_fence(last, ttl))
+  return granted(grant(token, ttl, last))
 end
 
 -- A try from the wait queue: the lock may have been handed to us, and a fair
@@ -157,15 +153,15 @@ local function try_in_line(token, ttl, mode, member, wait_ms)
   check_queue()
   local last = last_fence()
   if holder == token then
-    return granted(claim(ttl, last))
+    return granted(grant(token, ttl, last))
   end
   if not holder then
     -- Plain waiters may barge; fair ones only take a free lock nobody waits ahead for.
     local head = mode == 'f' and next_live_waiter()
     if not head or head == member then
-      redis.call('SET', lock, token, 'PX', ttl)
+      local fence = grant(token, ttl, last)
       leave_queue(member)
-      return granted(grant_fence(last, ttl))
+      return granted(fence)
     end
   end
   -- NX keeps a waiter's place in line when it renews its lease.
@@ -217,13 +213,12 @@ local function pass(token, next_token, ttl)
   local last = last_fence()
   -- An earlier pass whose reply was lost made it next_token's already.
   if holder == next_token then
-    return claim(ttl, last)
+    return grant(next_token, ttl, last)
   end
   if holder ~= token or redis.call('EXISTS', queue) == 1 then
     return 0
   end
-  redis.call('SET', lock, next_token, 'PX', ttl)
-  return grant_fence(last, ttl)
+  return grant(next_token, ttl, last)
 end
 
 local op = ARGV[1]

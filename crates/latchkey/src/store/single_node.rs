@@ -85,6 +85,12 @@ impl SingleNode {
     /// ```
     pub async fn from_client(client: redis::Client) -> Result<Self> {
         let node: Arc<str> = client.get_connection_info().addr().to_string().into();
+        let db = client.get_connection_info().redis_settings().db();
+        if db < 0 {
+            return Err(Error::InvalidArgument(format!(
+                "database number {db} in the URL: it must be 0 or more"
+            )));
+        }
         let tls = matches!(
             client.get_connection_info().addr(),
             redis::ConnectionAddr::TcpTls { .. }
@@ -160,9 +166,14 @@ impl SingleNode {
     }
 
     /// Counts one call in the fixed window at `key`; returns (calls so far, ms left).
-    pub(crate) async fn count_in_window(&self, key: &LockKey, window: Ttl) -> Result<(u64, u64)> {
+    pub(crate) async fn count_in_window(
+        &self,
+        key: &LockKey,
+        counter: &str,
+        window: Ttl,
+    ) -> Result<(u64, u64)> {
         let mut call = scripts::FIXED_WINDOW.prepare_invoke();
-        call.key(key.as_str()).arg(window.as_millis());
+        call.key(counter).arg(window.as_millis());
         self.run(&call, key).await
     }
 
