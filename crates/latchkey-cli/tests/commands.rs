@@ -552,10 +552,17 @@ fn names_starting_with_a_dash_and_commands_that_cannot_run() {
 #[test]
 fn a_rate_limit_and_a_lock_of_the_same_name_do_not_collide() {
     let server = RedisServer::start().unwrap();
-    let counted = output(&server, &["throttle", "deploy", "--limit", "5", "--per", "30s"]);
+    let counted = output(
+        &server,
+        &["throttle", "deploy", "--limit", "5", "--per", "30s"],
+    );
     assert!(counted.status.success(), "{}", stderr(&counted));
     let status = output(&server, &["status", "deploy"]);
-    assert!(stdout(&status).starts_with("deploy: free"), "{}", stdout(&status));
+    assert!(
+        stdout(&status).starts_with("deploy: free"),
+        "{}",
+        stdout(&status)
+    );
     let ran = output(&server, &["run", "deploy", "--no-wait", "--", "true"]);
     assert!(ran.status.success(), "{}", stderr(&ran));
     let listed = output(&server, &["list"]);
