@@ -30,6 +30,12 @@ pub struct Figures {
     /// Redis commands per acquisition, scripts' inner calls included, the critical
     /// section's own commands excluded.
     pub redis_cmds_per_op: f64,
+    /// CPU time (user + system) of the bench's lock-taking processes per
+    /// acquisition, in µs, critical sections included.
+    pub client_cpu_us_per_op: Option<f64>,
+    /// CPU time (user + system) of redis-server per acquisition, in µs (INFO cpu),
+    /// critical sections included.
+    pub redis_cpu_us_per_op: Option<f64>,
     /// Fewest and most acquisitions of one task (one-key scenarios).
     pub fairness: Option<Fairness>,
     /// Release returned → next holder running, in µs (one-key scenarios).

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::BenchError;
 
@@ -23,7 +23,7 @@ static RAW_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
 });
 
 /// Which lock a figure is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Impl {
     /// This library (plain mode).

@@ -30,7 +30,7 @@ use latchkey_testkit::RedisServer;
 pub use figures::{Fairness, Figures, Gap, Report};
 pub use impls::Impl;
 pub use machine::Machine;
-pub use scenario::Scenario;
+pub use scenario::{Scenario, Section, worker};
 pub use stats::Percentiles;
 
 /// What to run and where to write it.

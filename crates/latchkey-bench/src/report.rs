@@ -7,8 +7,18 @@ use crate::figures::Figures;
 pub(crate) fn print_table(scenario: &str, figures: &[Figures]) {
     println!("\n{scenario}");
     println!(
-        "  {:<13} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "impl", "ops/s", "p50 µs", "p99 µs", "max µs", "cmds/op", "min/max", "gap p50", "extra"
+        "  {:<15} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}",
+        "impl",
+        "ops/s",
+        "p50 µs",
+        "p99 µs",
+        "max µs",
+        "cmds/op",
+        "cpu µs/op",
+        "redis µs",
+        "min/max",
+        "gap p50",
+        "extra"
     );
     for f in figures {
         let fairness = f
@@ -22,14 +32,17 @@ pub(crate) fn print_table(scenario: &str, figures: &[Figures]) {
             (_, _, Some(ping)) => format!("ping {ping}"),
             _ => String::new(),
         };
+        let cpu = |us: Option<f64>| us.map_or("-".to_owned(), |us| format!("{us:.1}"));
         println!(
-            "  {:<13} {:>10.0} {:>9} {:>9} {:>9} {:>9.2} {:>9} {:>9} {:>9}",
+            "  {:<15} {:>10.0} {:>9} {:>9} {:>9} {:>9.2} {:>9} {:>9} {:>11} {:>9} {:>9}",
             f.implementation,
             f.ops_per_sec,
             f.latency_us.p50,
             f.latency_us.p99,
             f.latency_us.max,
             f.redis_cmds_per_op,
+            cpu(f.client_cpu_us_per_op),
+            cpu(f.redis_cpu_us_per_op),
             fairness,
             gap,
             extra

@@ -94,3 +94,39 @@ pub(crate) fn rss_bytes() -> Option<u64> {
             * 1024,
     )
 }
+
+/// CPU time (user + system) this process has used so far.
+pub(crate) fn process_cpu() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let Ok(usage) = getrusage(UsageWho::RUSAGE_SELF) else {
+        return Duration::ZERO;
+    };
+    let micros = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(t.tv_sec().max(0) as u64)
+            + Duration::from_micros(t.tv_usec().max(0) as u64)
+    };
+    micros(usage.user_time()) + micros(usage.system_time())
+}
+
+/// CPU time (user + system) the Redis server has used so far, from INFO cpu.
+pub(crate) async fn redis_cpu(conn: &mut MultiplexedConnection) -> Result<Duration, BenchError> {
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(conn).await?;
+    let seconds = |field: &str| {
+        info.lines()
+            .find_map(|line| line.strip_prefix(field))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+    };
+    match (seconds("used_cpu_sys:"), seconds("used_cpu_user:")) {
+        (Some(sys), Some(user)) => Ok(Duration::from_secs_f64(sys + user)),
+        _ => Err(BenchError::Redis(
+            "INFO cpu has no used_cpu_sys/used_cpu_user".into(),
+        )),
+    }
+}
+
+/// Wall-clock time in µs since the Unix epoch: a timeline every bench process shares.
+pub(crate) fn wall_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, micros)
+}

@@ -32,6 +32,16 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// One worker process of a multi-process scenario: runs the job, prints its report
+/// as one JSON line for the bench process that started it.
+pub async fn worker(job: &str) -> Result<u8, Failure> {
+    let job: latchkey_bench::worker::Job = serde_json::from_str(job)
+        .map_err(|e| Failure::usage(format!("bench-worker: not a job: {e}")))?;
+    let report = latchkey_bench::worker::run(job).await.map_err(failure)?;
+    crate::output::json(&report)?;
+    Ok(0)
+}
+
 fn failure(error: BenchError) -> Failure {
     match error {
         BenchError::Lock(error) => error.into(),

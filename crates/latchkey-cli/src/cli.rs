@@ -73,6 +73,13 @@ pub enum Command {
     /// Benchmark latchkey against the raw Redis limit and rslock, side by side.
     #[cfg(feature = "bench")]
     Bench(BenchArgs),
+    /// One worker process of `bench --scenario contended-processes` (internal).
+    #[cfg(feature = "bench")]
+    #[command(hide = true)]
+    BenchWorker {
+        /// The job, as JSON.
+        job: String,
+    },
 }
 
 /// A lock's name: the first argument, or `--name NAME` for a name that starts
@@ -253,6 +260,10 @@ pub enum BenchScenario {
     Uncontended,
     /// 50 tasks on one key; critical section GET then SET of a counter.
     Contended,
+    /// 4 processes × 8 tasks on one key; critical section GET then SET of a counter.
+    ContendedProcesses,
+    /// One task, its own key: the acquire + release cycle.
+    Latency,
     /// 4 tasks on one key; critical section sleeps 2 ms.
     Handoff,
     /// 10 000 tasks waiting on 1 000 locks.
@@ -267,6 +278,8 @@ impl From<BenchScenario> for latchkey_bench::Scenario {
         match scenario {
             BenchScenario::Uncontended => latchkey_bench::Scenario::Uncontended,
             BenchScenario::Contended => latchkey_bench::Scenario::Contended,
+            BenchScenario::ContendedProcesses => latchkey_bench::Scenario::ContendedProcesses,
+            BenchScenario::Latency => latchkey_bench::Scenario::Latency,
             BenchScenario::Handoff => latchkey_bench::Scenario::Handoff,
             BenchScenario::Waiters => latchkey_bench::Scenario::Waiters,
             BenchScenario::Wakeup => latchkey_bench::Scenario::Wakeup,

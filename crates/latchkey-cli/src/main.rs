@@ -57,6 +57,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
         #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run(global, args).await,
+        #[cfg(feature = "bench")]
+        Command::BenchWorker { job } => bench::worker(&job).await,
     }
 }
 

@@ -1,7 +1,9 @@
 //! The scenarios: what runs, with how many tasks, on which keys.
 
+mod tasks;
 mod waiters;
 mod wakeup;
+pub mod worker;
 mod workload;
 
 use std::time::Duration;
@@ -11,7 +13,8 @@ use serde::Serialize;
 
 use crate::BenchError;
 use crate::figures::Figures;
-use workload::{Section, Workload};
+pub use tasks::Section;
+use workload::Workload;
 
 /// A benchmark scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -21,8 +24,14 @@ pub enum Scenario {
     Uncontended,
     /// 50 tasks on one key; critical section = GET then SET of a counter (checked).
     Contended,
+    /// 4 worker processes × 8 tasks on one key, GET then SET of a counter (checked):
+    /// contention between processes, as between hosts.
+    #[serde(rename = "contended-processes")]
+    ContendedProcesses,
     /// 4 tasks on one key; the critical section sleeps 2 ms.
     Handoff,
+    /// One task, its own key: the acquire + release cycle's latency.
+    Latency,
     /// 10 000 tasks waiting on 1 000 locks (latchkey only).
     Waiters,
     /// One waiter, one holder: release → waiter holding, when the holder is latchkey
@@ -32,10 +41,12 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::Uncontended,
         Scenario::Contended,
+        Scenario::ContendedProcesses,
         Scenario::Handoff,
+        Scenario::Latency,
         Scenario::Waiters,
         Scenario::Wakeup,
     ];
@@ -45,6 +56,8 @@ impl Scenario {
         match self {
             Scenario::Uncontended => "uncontended",
             Scenario::Contended => "contended",
+            Scenario::ContendedProcesses => "contended-processes",
+            Scenario::Latency => "latency",
             Scenario::Handoff => "handoff",
             Scenario::Waiters => "waiters",
             Scenario::Wakeup => "wakeup",
@@ -68,6 +81,7 @@ impl Scenario {
     ) -> Result<Vec<Figures>, BenchError> {
         let workload = |tasks, shared_key, section| Workload {
             scenario: self,
+            processes: 1,
             tasks,
             shared_key,
             section,
@@ -80,6 +94,18 @@ impl Scenario {
             }
             Scenario::Contended => {
                 workload(50, true, Section::GetSet)
+                    .run(url, duration, progress)
+                    .await
+            }
+            Scenario::ContendedProcesses => {
+                let across = Workload {
+                    processes: 4,
+                    ..workload(8, true, Section::GetSet)
+                };
+                across.run(url, duration, progress).await
+            }
+            Scenario::Latency => {
+                workload(1, false, Section::Nothing)
                     .run(url, duration, progress)
                     .await
             }

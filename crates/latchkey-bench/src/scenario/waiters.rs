@@ -68,6 +68,8 @@ pub(crate) async fn run(url: &str, progress: &ProgressBar) -> Result<Vec<Figures
         latency_us: Percentiles::of(&mut waits),
         // The holders' releases included: one per lock, against ten acquisitions.
         redis_cmds_per_op: commands as f64 / WAITERS as f64,
+        client_cpu_us_per_op: None,
+        redis_cpu_us_per_op: None,
         fairness: None,
         handoff_gap_us: None,
         ping_rtt_us: None,

@@ -87,6 +87,8 @@ async fn measure(url: &str, duration: Duration, holder: Holder) -> Result<Figure
         ops_per_sec: gaps.len() as f64 / started.elapsed().as_secs_f64().max(1e-9),
         latency_us: Percentiles::of(&mut gaps),
         redis_cmds_per_op: commands as f64 / round.max(1) as f64,
+        client_cpu_us_per_op: None,
+        redis_cpu_us_per_op: None,
         fairness: None,
         handoff_gap_us: None,
         ping_rtt_us: None,

@@ -1,4 +1,5 @@
-//! N tasks taking locks in a loop: throughput, waits, Redis work per acquisition,
+//! Tasks taking locks in a loop, in this process or in several worker processes:
+//! throughput, waits, Redis commands and CPU (client and server) per acquisition,
 //! fairness and the handoff gap. Each implementation runs in every round, in
 //! alternating order, against the same server; the figures add up the rounds.
 
@@ -9,53 +10,28 @@ use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 
 use super::Scenario;
+use super::tasks::{COUNTER, Section, TaskLog, run_tasks};
+use super::worker::{self, Job};
 use crate::BenchError;
 use crate::figures::{Fairness, Figures, Gap};
 use crate::impls::{Impl, Locker};
-use crate::stats::{Percentiles, commands_run, ping_rtt};
+use crate::stats::{Percentiles, commands_run, ping_rtt, process_cpu, redis_cpu, wall_us};
 
 /// Rounds per implementation; the order of implementations flips every round.
 const ROUNDS: usize = 2;
-const COUNTER: &str = "bench:counter";
+/// How long worker processes get to start and connect before they all begin.
+const WORKER_START: Duration = Duration::from_millis(500);
 
 pub(crate) fn steps() -> u64 {
     (ROUNDS * Impl::ALL.len()) as u64
 }
 
-/// What each task does while it holds the lock.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Section {
-    Nothing,
-    /// GET then SET of a counter, checked against the number of sections.
-    GetSet,
-    Sleep(Duration),
-}
-
-impl Section {
-    /// Redis commands the section itself runs: not the lock's doing.
-    fn commands(self) -> u64 {
-        match self {
-            Section::GetSet => 2,
-            Section::Nothing | Section::Sleep(_) => 0,
-        }
-    }
-
-    async fn run(self, conn: &mut MultiplexedConnection) -> Result<(), BenchError> {
-        match self {
-            Section::Nothing => {}
-            Section::GetSet => {
-                let n: Option<u64> = conn.get(COUNTER).await?;
-                let _: () = conn.set(COUNTER, n.unwrap_or(0) + 1).await?;
-            }
-            Section::Sleep(pause) => tokio::time::sleep(pause).await,
-        }
-        Ok(())
-    }
-}
-
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Workload {
     pub(crate) scenario: Scenario,
+    /// Processes taking locks: 1 runs the tasks in the bench process itself.
+    pub(crate) processes: usize,
+    /// Tasks per process.
     pub(crate) tasks: usize,
     pub(crate) shared_key: bool,
     pub(crate) section: Section,
@@ -66,6 +42,8 @@ pub(crate) struct Workload {
 struct Sample {
     elapsed: Duration,
     commands: u64,
+    client_cpu: Duration,
+    redis_cpu: Duration,
     waits: Vec<Duration>,
     gaps: Vec<Duration>,
     per_task: Vec<usize>,
@@ -79,6 +57,8 @@ impl Sample {
     fn add(&mut self, other: Sample) {
         self.elapsed += other.elapsed;
         self.commands += other.commands;
+        self.client_cpu += other.client_cpu;
+        self.redis_cpu += other.redis_cpu;
         self.waits.extend(other.waits);
         self.gaps.extend(other.gaps);
         if self.per_task.is_empty() {
@@ -89,13 +69,27 @@ impl Sample {
             .zip(&other.per_task)
             .for_each(|(a, b)| *a += b);
     }
-}
 
-/// One task's log: its waits and (acquired, release returned) per section.
-#[derive(Default)]
-struct TaskLog {
-    waits: Vec<Duration>,
-    sections: Vec<(Instant, Instant)>,
+    /// Waits, per-task counts and handoff gaps from the tasks' logs.
+    fn from_logs(logs: Vec<TaskLog>) -> Self {
+        let mut sample = Sample {
+            per_task: logs.iter().map(|log| log.sections.len()).collect(),
+            ..Sample::default()
+        };
+        let mut sections = Vec::new();
+        for log in logs {
+            sample
+                .waits
+                .extend(log.waits_us.into_iter().map(Duration::from_micros));
+            sections.extend(log.sections);
+        }
+        sections.sort_unstable_by_key(|(acquired, _)| *acquired);
+        sample.gaps = sections
+            .windows(2)
+            .map(|w| Duration::from_micros(w[1].0.saturating_sub(w[0].1)))
+            .collect();
+        sample
+    }
 }
 
 impl Workload {
@@ -142,53 +136,77 @@ impl Workload {
         admin: &mut MultiplexedConnection,
     ) -> Result<Sample, BenchError> {
         let _: () = admin.del(COUNTER).await?;
-        let locker = Locker::new(which, url).await?;
-        let conn = crate::connect(url).await?;
-        let before = commands_run(admin).await?;
-        let started = Instant::now();
-        let stop = started + duration;
-        let tasks: Vec<_> = (0..self.tasks)
-            .map(|task| {
-                let key = match self.shared_key {
-                    true => "bench:lock".to_owned(),
-                    false => format!("bench:lock:{task}"),
-                };
-                tokio::spawn(task_loop(
-                    locker.clone(),
-                    key,
-                    conn.clone(),
-                    self.section,
-                    stop,
-                ))
-            })
-            .collect();
-        let mut logs = Vec::with_capacity(tasks.len());
-        for task in tasks {
-            logs.push(
-                task.await
-                    .map_err(|e| BenchError::Check(format!("a task failed: {e}")))??,
-            );
-        }
-        let elapsed = started.elapsed();
-        let commands = commands_run(admin).await? - before;
-        let mut sample = Sample {
-            elapsed,
-            commands,
-            per_task: logs.iter().map(|log| log.sections.len()).collect(),
-            ..Sample::default()
+        let commands = commands_run(admin).await?;
+        let server_cpu = redis_cpu(admin).await?;
+        let (mut sample, elapsed) = match self.processes {
+            1 => self.in_process(url, which, duration).await?,
+            _ => self.in_workers(url, which, duration).await?,
         };
+        sample.elapsed = elapsed;
+        sample.commands = commands_run(admin).await? - commands;
+        sample.redis_cpu = redis_cpu(admin).await? - server_cpu;
         self.check_counter(admin, which, sample.ops()).await?;
-        let mut sections: Vec<(Instant, Instant)> = Vec::new();
-        for log in logs {
-            sample.waits.extend(log.waits);
-            sections.extend(log.sections);
-        }
-        sections.sort_unstable_by_key(|(acquired, _)| *acquired);
-        sample.gaps = sections
-            .windows(2)
-            .map(|w| w[1].0.saturating_duration_since(w[0].1))
-            .collect();
         Ok(sample)
+    }
+
+    async fn in_process(
+        &self,
+        url: &str,
+        which: Impl,
+        duration: Duration,
+    ) -> Result<(Sample, Duration), BenchError> {
+        let locker = Locker::new(which, url).await?;
+        let shared = self.shared_key;
+        let key = |task: usize| match shared {
+            true => "bench:lock".to_owned(),
+            false => format!("bench:lock:{task}"),
+        };
+        let cpu = process_cpu();
+        let started = Instant::now();
+        let logs = run_tasks(
+            &locker,
+            url,
+            0..self.tasks,
+            key,
+            self.section,
+            started + duration,
+        )
+        .await?;
+        let elapsed = started.elapsed();
+        let mut sample = Sample::from_logs(logs);
+        sample.client_cpu = process_cpu() - cpu;
+        Ok((sample, elapsed))
+    }
+
+    /// The tasks in worker processes, all on the one shared key.
+    async fn in_workers(
+        &self,
+        url: &str,
+        which: Impl,
+        duration: Duration,
+    ) -> Result<(Sample, Duration), BenchError> {
+        let job = Job {
+            implementation: which,
+            url: url.to_owned(),
+            key: "bench:lock".to_owned(),
+            tasks: self.tasks,
+            section: self.section,
+            start_us: wall_us() + WORKER_START.as_micros() as u64,
+            run_for: duration,
+        };
+        let reports = worker::run_processes(&job, self.processes).await?;
+        let cpu: u64 = reports.iter().map(|r| r.cpu_us).sum();
+        let last_release = reports
+            .iter()
+            .flat_map(|r| r.logs.iter().flat_map(|log| log.sections.last()))
+            .map(|(_, released)| *released)
+            .max()
+            .unwrap_or(job.start_us);
+        let elapsed = Duration::from_micros(last_release.saturating_sub(job.start_us));
+        let logs = reports.into_iter().flat_map(|r| r.logs).collect();
+        let mut sample = Sample::from_logs(logs);
+        sample.client_cpu = Duration::from_micros(cpu);
+        Ok((sample, elapsed.max(duration)))
     }
 
     async fn check_counter(
@@ -212,6 +230,7 @@ impl Workload {
 
     fn figures(&self, which: Impl, mut sample: Sample, ping_p50: u64) -> Figures {
         let ops = sample.ops().max(1);
+        let per_op = |d: Duration| d.as_secs_f64() * 1e6 / ops as f64;
         let lock_commands = (sample.commands as f64 / ops as f64) - self.section.commands() as f64;
         let contended = self.shared_key;
         let gap = Percentiles::of(&mut sample.gaps);
@@ -221,6 +240,8 @@ impl Workload {
             ops_per_sec: sample.ops() as f64 / sample.elapsed.as_secs_f64().max(1e-9),
             latency_us: Percentiles::of(&mut sample.waits),
             redis_cmds_per_op: lock_commands,
+            client_cpu_us_per_op: Some(per_op(sample.client_cpu)),
+            redis_cpu_us_per_op: Some(per_op(sample.redis_cpu)),
             fairness: contended.then(|| Fairness {
                 min: sample.per_task.iter().copied().min().unwrap_or(0),
                 max: sample.per_task.iter().copied().max().unwrap_or(0),
@@ -234,24 +255,4 @@ impl Workload {
             rss_bytes: None,
         }
     }
-}
-
-async fn task_loop(
-    locker: Locker,
-    key: String,
-    mut conn: MultiplexedConnection,
-    section: Section,
-    stop: Instant,
-) -> Result<TaskLog, BenchError> {
-    let mut log = TaskLog::default();
-    while Instant::now() < stop {
-        let asked = Instant::now();
-        let held = locker.lock(&key).await?;
-        let acquired = Instant::now();
-        log.waits.push(acquired - asked);
-        section.run(&mut conn).await?;
-        locker.unlock(held).await?;
-        log.sections.push((acquired, Instant::now()));
-    }
-    Ok(log)
 }
