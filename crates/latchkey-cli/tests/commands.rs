@@ -339,6 +339,8 @@ fn bench_writes_its_json_and_chart() {
             "bench",
             "--scenario",
             "contended",
+            "--scenario",
+            "contended-processes",
             "--duration",
             "300ms",
             "-q",
@@ -364,7 +366,20 @@ fn bench_writes_its_json_and_chart() {
         .iter()
         .map(|r| r["impl"].as_str().unwrap())
         .collect();
-    assert_eq!(impls, ["latchkey", "latchkey-fair", "raw", "rslock"]);
+    let each = ["latchkey", "latchkey-fair", "raw", "rslock"];
+    assert_eq!(impls, [each, each].concat());
+    // The worker processes reported: every figure has a cost per acquisition.
+    for result in report["results"].as_array().unwrap() {
+        assert!(
+            result["client_cpu_us_per_op"].as_f64().unwrap() > 0.0,
+            "{result}"
+        );
+        assert!(
+            result["redis_cpu_us_per_op"].as_f64().unwrap() > 0.0,
+            "{result}"
+        );
+        assert!(result["ops_per_sec"].as_f64().unwrap() > 0.0, "{result}");
+    }
     assert!(
         std::fs::read_to_string(&chart_path)
             .unwrap()
