@@ -227,14 +227,14 @@ async fn retried_requests_find_what_their_lost_replies_did() {
         queue_lease: Some(Ttl::new(Duration::from_secs(5)).unwrap()),
         ..fair_once
     };
-    let Attempt::Acquired { fence: first } = store.try_acquire(&key, &me, fair_once).await.unwrap()
+    let Attempt::Acquired { fence: first, .. } = store.try_acquire(&key, &me, fair_once).await.unwrap()
     else {
         panic!("the lock was free");
     };
     let waiting = store.try_acquire(&key, &other, queued).await.unwrap();
     assert!(matches!(waiting, Attempt::Busy { .. }), "{waiting:?}");
     match store.try_acquire(&key, &me, fair_once).await.unwrap() {
-        Attempt::Acquired { fence } => assert!(fence > first),
+        Attempt::Acquired { fence, .. } => assert!(fence > first),
         busy => panic!("the retry did not find its own lock: {busy:?}"),
     }
     // The queued waiter leaves, so a pass is allowed; then the pass is retried.

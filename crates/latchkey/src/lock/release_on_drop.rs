@@ -45,6 +45,9 @@ pub(crate) struct ReleaseOnDrop<S: LockStore> {
     pub(crate) state: HoldState,
     /// Set on a held plain lock: local waiters to pass it to.
     pub(crate) local: Option<LocalLocks>,
+    /// Others waited in Redis when the lock was granted: a pass to a local waiter
+    /// would be refused, so the release goes straight to Redis.
+    pub(crate) others_queued: bool,
     runtime: Option<Handle>,
 }
 
@@ -57,6 +60,7 @@ impl<S: LockStore> ReleaseOnDrop<S> {
             owner,
             state: HoldState::Clear,
             local: None,
+            others_queued: false,
             runtime: Handle::try_current().ok(),
         }
     }
@@ -91,7 +95,7 @@ impl<S: LockStore> ReleaseOnDrop<S> {
             HoldState::Trying | HoldState::Held => false,
         };
         if let Some(local) = self.local.clone().filter(|_| self.state == HoldState::Held) {
-            if self.pass_locally(&local).await? {
+            if !self.others_queued && self.pass_locally(&local).await? {
                 self.state = HoldState::Clear;
                 return Ok(true);
             }
@@ -144,6 +148,7 @@ impl<S: LockStore> ReleaseOnDrop<S> {
             owner: self.owner.clone(),
             state: std::mem::replace(&mut self.state, HoldState::Clear),
             local: self.local.take(),
+            others_queued: self.others_queued,
             runtime: None,
         }
     }

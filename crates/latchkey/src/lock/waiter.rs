@@ -93,20 +93,31 @@ pub(crate) async fn acquire<S: LockStore>(
     let owner = OwnerToken::generate()?;
     // A call that may not wait at all (`try_lock`) still makes its one attempt.
     let once = wait.expired();
+    let mut likely_busy = false;
     if let Some(local) = local.filter(|_| !once) {
-        if let Some(won) = wait_for_local_pass(store, key, &owner, wait, local, started).await? {
-            return Ok(won);
+        match wait_for_local_pass(store, key, &owner, wait, local, started).await? {
+            FromLocal::Passed(won) => return Ok(won),
+            FromLocal::ToRedis { after_release } => likely_busy = after_release,
         }
     }
     let _counted = local.map(|local| local.redis_waiter(key));
-    let won = acquire_in_redis(store, key, wait, owner, started, once).await?;
+    let won = acquire_in_redis(store, key, wait, owner, started, once, likely_busy).await?;
     if let Some(local) = local {
         local.mark_held(key);
     }
     Ok(won)
 }
 
-/// Waits behind the local holder, if this process has one. `None`: go through Redis.
+/// How waiting behind this process's holder ended.
+enum FromLocal<S: LockStore> {
+    /// The holder passed us the lock.
+    Passed(Won<S>),
+    /// Go to Redis; `after_release`: the holder released the lock there because
+    /// other processes wait for it, so it is most likely held again already.
+    ToRedis { after_release: bool },
+}
+
+/// Waits behind the local holder, if this process has one.
 async fn wait_for_local_pass<S: LockStore>(
     store: &S,
     key: &LockKey,
@@ -114,22 +125,28 @@ async fn wait_for_local_pass<S: LockStore>(
     wait: Wait,
     local: &LocalLocks,
     started: Instant,
-) -> Result<Option<Won<S>>> {
+) -> Result<FromLocal<S>> {
+    let to_redis = FromLocal::ToRedis {
+        after_release: false,
+    };
     let Some(turn) = local.wait_behind_holder(key, owner, wait.ttl) else {
-        return Ok(None);
+        return Ok(to_redis);
     };
     let mut turn = LocalTurn::new(turn, store, key, owner, local);
-    let won = |passed: Passed| Won {
-        hold: ReleaseOnDrop::held(store.clone(), key.clone(), owner.clone(), None),
-        fence: passed.fence,
-        sent: passed.sent,
+    let won = |passed: Passed| {
+        FromLocal::Passed(Won {
+            hold: ReleaseOnDrop::held(store.clone(), key.clone(), owner.clone(), None),
+            fence: passed.fence,
+            sent: passed.sent,
+        })
     };
     let period = wait.waiter_lease.as_duration() / 3;
     loop {
         tokio::select! {
             told = turn.told() => return Ok(match told {
-                Some(Turn::Yours { fence, sent }) => Some(won(Passed { fence, sent })),
-                Some(Turn::TryRedis) | None => None,
+                Some(Turn::Yours { fence, sent }) => won(Passed { fence, sent }),
+                Some(Turn::TryRedis) => FromLocal::ToRedis { after_release: true },
+                None => to_redis,
             }),
             () = tokio::time::sleep(wait.cap(period)) => {}
         }
@@ -137,18 +154,20 @@ async fn wait_for_local_pass<S: LockStore>(
         if wait.expired() {
             return turn
                 .leave()
-                .map(|p| Some(won(p)))
+                .map(won)
                 .ok_or_else(|| busy(key, started, &Seen::nothing()));
         }
         // Nobody here will pass it to us any more (a task died): go to Redis.
         if !local.is_represented(key) {
-            return Ok(turn.leave().map(won));
+            return Ok(turn.leave().map_or(to_redis, won));
         }
     }
 }
 
 /// Attempts in Redis until the lock is ours or the deadline passes; with `once`, the
 /// first attempt runs to completion (bounded by the connection's own timeouts).
+/// With `likely_busy`, it listens and queues at once, skipping a first try that
+/// would most likely fail.
 async fn acquire_in_redis<S: LockStore>(
     store: &S,
     key: &LockKey,
@@ -156,6 +175,7 @@ async fn acquire_in_redis<S: LockStore>(
     owner: OwnerToken,
     started: Instant,
     once: bool,
+    likely_busy: bool,
 ) -> Result<Won<S>> {
     let mut hold = ReleaseOnDrop::new(store.clone(), key.clone(), owner);
     let mut request = AcquireRequest {
@@ -169,6 +189,12 @@ async fn acquire_in_redis<S: LockStore>(
         true => None,
         false => store.join_watch(key, &hold.owner),
     };
+    if watch.is_none() && likely_busy {
+        // Listen before queueing, so no wake-up can slip between the two.
+        if let Some(listening) = wait.within(store.watch(key, &hold.owner)).await {
+            watch = Some(listening?);
+        }
+    }
     if watch.is_some() {
         request.queue_lease = Some(wait.waiter_lease);
     }
@@ -213,8 +239,9 @@ async fn acquire_in_redis<S: LockStore>(
             hold.not_taken();
         }
         match answer {
-            Ok(Attempt::Acquired { fence }) => {
+            Ok(Attempt::Acquired { fence, queued }) => {
                 hold.state = HoldState::Held;
+                hold.others_queued = queued > 0;
                 return Ok(Won { hold, fence, sent });
             }
             Ok(Attempt::Busy { pttl, holder }) => {

@@ -22,8 +22,9 @@
 -- ARGV[1] is the operation:
 --   'acquire' token ttl_ms mode wait_ms
 --        mode 'f' or 'p'; wait_ms 0 = just try, > 0 = join or stay in the queue with
---        a waiter lease of wait_ms. Returns {1, fence} when the lock is ours and
---        {0, pttl, holder} when not (pttl -1: held without expiry, -2: free but owed
+--        a waiter lease of wait_ms. Returns {1, fence, nil, waiting} when the lock is
+--        ours (waiting: others in the queue, when the script looked; else 0) and
+--        {0, pttl, holder, 0} when not (pttl -1: held without expiry, -2: free but owed
 --        to a fair waiter, and then no holder). The holder lets the caller say who
 --        holds it, and tell another library's holder, whose release wakes nobody.
 --   'pass' token next_token ttl_ms
@@ -76,10 +77,11 @@ local function grant(token, ttl, last)
   return fence
 end
 
--- Raises WRONGTYPE now, before any write, if the queue or the leases are not sorted sets.
+-- Raises WRONGTYPE now, before any write, if the queue or the leases are not sorted
+-- sets. Returns how many are queued.
 local function check_queue()
-  redis.call('ZCARD', queue)
   redis.call('ZCARD', leases)
+  return redis.call('ZCARD', queue)
 end
 
 -- Makes `key` live at least `ms` more: the queue outlives every waiter lease in it.
@@ -89,13 +91,14 @@ local function keep_at_least(key, ms)
   end
 end
 
--- The replies to an acquire: the lock is ours with this fence, or it is not.
-local function granted(fence)
-  return {1, fence, false}
+-- The replies to an acquire: the lock is ours with this fence (and `waiting` others
+-- are queued, so a pass to a task of our process would be refused), or it is not.
+local function granted(fence, waiting)
+  return {1, fence, false, waiting or 0}
 end
 
 local function busy(holder)
-  return {0, redis.call('PTTL', lock), holder or false}
+  return {0, redis.call('PTTL', lock), holder or false, 0}
 end
 
 local function leave_queue(member)
@@ -150,10 +153,11 @@ end
 -- waiter takes a free lock only when it is at the head of the line.
 local function try_in_line(token, ttl, mode, member, wait_ms)
   local holder = redis.call('GET', lock)
-  check_queue()
+  local queued = check_queue()
   local last = last_fence()
   if holder == token then
-    return granted(grant(token, ttl, last))
+    -- Handed over: the release took us out of the queue already.
+    return granted(grant(token, ttl, last), queued)
   end
   if not holder then
     -- Plain waiters may barge; fair ones only take a free lock nobody waits ahead for.
@@ -161,7 +165,7 @@ local function try_in_line(token, ttl, mode, member, wait_ms)
     if not head or head == member then
       local fence = grant(token, ttl, last)
       leave_queue(member)
-      return granted(fence)
+      return granted(fence, redis.call('ZCARD', queue))
     end
   end
   -- NX keeps a waiter's place in line when it renews its lease.

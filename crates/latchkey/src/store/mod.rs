@@ -48,6 +48,10 @@ pub enum Attempt {
     Acquired {
         /// Strictly larger than every token handed out for this lock before.
         fence: u64,
+        /// Others in the lock's wait queue when it was granted (0 when the attempt
+        /// did not look): while they wait, the lock goes to them on release, not to
+        /// a task of this process.
+        queued: u64,
     },
     /// Someone else holds it.
     Busy {
@@ -105,7 +109,7 @@ pub struct AcquireRequest {
 /// let key = LockKey::new(&Prefix::default(), "raw-demo")?;
 /// let me = OwnerToken::generate()?;
 /// let once = AcquireRequest { ttl: Ttl::DEFAULT, fair: false, queue_lease: None };
-/// if let Attempt::Acquired { fence } = store.try_acquire(&key, &me, once).await? {
+/// if let Attempt::Acquired { fence, .. } = store.try_acquire(&key, &me, once).await? {
 ///     println!("fence {fence}");
 ///     store.release(&key, &me, false).await?;
 /// }
@@ -134,7 +138,7 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// # async fn demo(store: SingleNode, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
     /// let request = AcquireRequest { ttl: latchkey::Ttl::DEFAULT, fair: false, queue_lease: None };
     /// match store.try_acquire(&key, &me, request).await? {
-    ///     Attempt::Acquired { fence } => println!("ours, fence {fence}"),
+    ///     Attempt::Acquired { fence, .. } => println!("ours, fence {fence}"),
     ///     Attempt::Busy { pttl, .. } => println!("busy for {pttl:?}"),
     /// }
     /// # Ok(()) }

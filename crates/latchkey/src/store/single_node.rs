@@ -234,10 +234,12 @@ impl LockStore for SingleNode {
             .arg(request.ttl.as_millis())
             .arg(if request.fair { "f" } else { "p" })
             .arg(request.queue_lease.map_or(0, Ttl::as_millis));
-        let (taken, value, holder): (i64, i64, Option<String>) = self.run(&call, key).await?;
+        let (taken, value, holder, queued): (i64, i64, Option<String>, u64) =
+            self.run(&call, key).await?;
         if taken == 1 {
             return Ok(Attempt::Acquired {
                 fence: u64::try_from(value).unwrap_or(0),
+                queued,
             });
         }
         let pttl = u64::try_from(value).ok().map(Duration::from_millis);
