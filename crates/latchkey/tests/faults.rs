@@ -227,7 +227,8 @@ async fn retried_requests_find_what_their_lost_replies_did() {
         queue_lease: Some(Ttl::new(Duration::from_secs(5)).unwrap()),
         ..fair_once
     };
-    let Attempt::Acquired { fence: first, .. } = store.try_acquire(&key, &me, fair_once).await.unwrap()
+    let Attempt::Acquired { fence: first, .. } =
+        store.try_acquire(&key, &me, fair_once).await.unwrap()
     else {
         panic!("the lock was free");
     };
@@ -239,8 +240,14 @@ async fn retried_requests_find_what_their_lost_replies_did() {
     }
     // The queued waiter leaves, so a pass is allowed; then the pass is retried.
     assert!(!store.release(&key, &other, true).await.unwrap());
-    let passed = store.pass(&key, &me, &next, Ttl::DEFAULT).await.unwrap();
-    let again = store.pass(&key, &me, &next, Ttl::DEFAULT).await.unwrap();
+    let passed = store
+        .pass(&key, &me, &next, Ttl::DEFAULT, false)
+        .await
+        .unwrap();
+    let again = store
+        .pass(&key, &me, &next, Ttl::DEFAULT, false)
+        .await
+        .unwrap();
     assert!(
         passed.is_some() && again > passed,
         "{passed:?} then {again:?}"

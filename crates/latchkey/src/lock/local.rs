@@ -4,10 +4,10 @@
 //! tasks of the process that want it queue here instead of in Redis. The holder's release then passes the lock
 //! straight to the next of them in one script (new owner, new lease, new fencing
 //! token), without freeing it: one round trip and five Redis commands per
-//! acquisition instead of a release, a wake-up and a claim. A pass is refused while
-//! anyone waits in the Redis queue, so other processes still get their turn after
-//! at most one more critical section. Local waiters also re-check on a timer, so a
-//! lost turn costs at most that. The user-facing account is the crate docs'
+//! acquisition instead of a release, a wake-up and a claim. While other processes
+//! wait in the Redis queue, a process passes ahead of them at most
+//! [`MAX_PASSES_AHEAD`] times in a row, then releases to them. Local waiters also
+//! re-check on a timer, so a lost turn costs at most that. The user-facing account is the crate docs'
 //! `# Plain or fair` section.
 
 use std::collections::{HashMap, VecDeque};
@@ -29,6 +29,8 @@ pub(crate) struct LocalLocks(Arc<StdMutex<HashMap<String, Local>>>);
 struct Local {
     /// A task of this process holds the lock.
     held: bool,
+    /// Passes in a row ahead of other processes waiting in Redis.
+    passes_ahead: u32,
     /// Tasks of this process waiting for it through Redis.
     in_redis: usize,
     waiters: VecDeque<LocalWaiter>,
@@ -67,20 +69,33 @@ pub(crate) struct LocalWaiter {
     reply: oneshot::Sender<Turn>,
 }
 
+/// How many times in a row a process passes a lock among its tasks while other
+/// processes wait for it in Redis, before it yields to them: enough to spread the
+/// cost of a handoff between processes over several critical sections, few enough
+/// that a waiting process loses at most that many sections per turn of every other.
+pub(crate) const MAX_PASSES_AHEAD: u32 = 16;
+
 /// What a local waiter is told.
 #[derive(Debug)]
 pub(crate) enum Turn {
-    /// The lock is yours, passed with this fencing token by a request sent at `sent`.
-    Yours { fence: u64, sent: Instant },
+    /// The lock is yours, passed with this fencing token by a request sent at `sent`;
+    /// `others_queued`: it was passed ahead of other processes waiting in Redis.
+    Yours {
+        fence: u64,
+        sent: Instant,
+        others_queued: bool,
+    },
     /// Nobody here will pass it to you: take your turn through Redis.
     TryRedis,
 }
 
-/// A lock passed to a local waiter: its fencing token and when the pass was sent.
+/// A lock passed to a local waiter: its fencing token, when the pass was sent, and
+/// whether other processes wait in Redis.
 #[derive(Debug)]
 pub(crate) struct Passed {
     pub(crate) fence: u64,
     pub(crate) sent: Instant,
+    pub(crate) others_queued: bool,
 }
 
 impl LocalWaiter {
@@ -163,7 +178,21 @@ impl LocalLocks {
     /// This process no longer holds `key`. If none of its tasks waits through Redis,
     /// the oldest local waiter is sent there, so the process keeps competing.
     pub(crate) fn released(&self, key: &LockKey) {
-        self.settle(key.as_str(), |local| local.held = false);
+        self.settle(key.as_str(), |local| {
+            local.held = false;
+            local.passes_ahead = 0;
+        });
+    }
+
+    /// Whether the holder may pass `key` to a local waiter once more ahead of other
+    /// processes waiting in Redis; counts the pass if so.
+    pub(crate) fn pass_ahead(&self, key: &LockKey) -> bool {
+        let mut entries = self.entries();
+        let Some(local) = entries.get_mut(key.as_str()) else {
+            return false;
+        };
+        local.passes_ahead += 1;
+        local.passes_ahead <= MAX_PASSES_AHEAD
     }
 
     /// A waiter leaves the line behind `key`'s holder without its turn (its deadline
@@ -178,7 +207,15 @@ impl LocalLocks {
         // fails, and the holder keeps the lock: no word is lost in between.
         turn.close();
         match turn.try_recv().ok()? {
-            Turn::Yours { fence, sent } => Some(Passed { fence, sent }),
+            Turn::Yours {
+                fence,
+                sent,
+                others_queued,
+            } => Some(Passed {
+                fence,
+                sent,
+                others_queued,
+            }),
             Turn::TryRedis => {
                 self.settle(key.as_str(), |_| {});
                 None
@@ -309,6 +346,7 @@ mod tests {
                 let turn = Turn::Yours {
                     fence: 1,
                     sent: Instant::now(),
+                    others_queued: false,
                 };
                 if next.tell(turn).is_ok() {
                     self.world.in_flight = Some(i);
@@ -398,6 +436,21 @@ mod tests {
             }
         }
         all
+    }
+
+    #[test]
+    fn passes_ahead_of_other_processes_are_bounded_and_restart_after_a_release() {
+        let locks = LocalLocks::default();
+        let key = LockKey::new(&Prefix::default(), "ahead").unwrap();
+        locks.mark_held(&key);
+        let allowed = (0..MAX_PASSES_AHEAD + 5)
+            .filter(|_| locks.pass_ahead(&key))
+            .count();
+        assert_eq!(allowed, MAX_PASSES_AHEAD as usize);
+        // Once the lock went to Redis, the next holder of this process may pass again.
+        locks.released(&key);
+        locks.mark_held(&key);
+        assert!(locks.pass_ahead(&key));
     }
 
     #[test]

@@ -95,7 +95,9 @@ impl<S: LockStore> ReleaseOnDrop<S> {
             HoldState::Trying | HoldState::Held => false,
         };
         if let Some(local) = self.local.clone().filter(|_| self.state == HoldState::Held) {
-            if !self.others_queued && self.pass_locally(&local).await? {
+            // Ahead of other processes only a bounded number of times in a row.
+            let ahead = self.others_queued;
+            if (!ahead || local.pass_ahead(&self.key)) && self.pass_locally(&local, ahead).await? {
                 self.state = HoldState::Clear;
                 return Ok(true);
             }
@@ -109,12 +111,12 @@ impl<S: LockStore> ReleaseOnDrop<S> {
     /// Tries the local waiters in turn; true once one of them holds the lock. A waiter
     /// that left after the pass landed leaves the lock under its token, which we then
     /// hold (and pass on, or release) in its place.
-    async fn pass_locally(&mut self, local: &LocalLocks) -> Result<bool> {
+    async fn pass_locally(&mut self, local: &LocalLocks, ahead: bool) -> Result<bool> {
         while let Some(next) = local.next_waiter(&self.key) {
             let sent = Instant::now();
             let passed = self
                 .store
-                .pass(&self.key, &self.owner, &next.owner, next.ttl)
+                .pass(&self.key, &self.owner, &next.owner, next.ttl, ahead)
                 .await;
             let fence = match passed {
                 Ok(Some(fence)) => fence,
@@ -132,7 +134,12 @@ impl<S: LockStore> ReleaseOnDrop<S> {
                 }
             };
             let owner = next.owner.clone();
-            if next.tell(Turn::Yours { fence, sent }).is_ok() {
+            let turn = Turn::Yours {
+                fence,
+                sent,
+                others_queued: ahead,
+            };
+            if next.tell(turn).is_ok() {
                 return Ok(true);
             }
             self.owner = owner;
@@ -300,6 +307,7 @@ mod tests {
             _: &OwnerToken,
             next: &OwnerToken,
             _: Ttl,
+            _: bool,
         ) -> crate::Result<Option<u64>> {
             self.record(Call::Pass { to: next.clone() });
             drop(self.leaves_during_pass.lock().unwrap().take());

@@ -134,8 +134,10 @@ async fn wait_for_local_pass<S: LockStore>(
     };
     let mut turn = LocalTurn::new(turn, store, key, owner, local);
     let won = |passed: Passed| {
+        let mut hold = ReleaseOnDrop::held(store.clone(), key.clone(), owner.clone(), None);
+        hold.others_queued = passed.others_queued;
         FromLocal::Passed(Won {
-            hold: ReleaseOnDrop::held(store.clone(), key.clone(), owner.clone(), None),
+            hold,
             fence: passed.fence,
             sent: passed.sent,
         })
@@ -144,7 +146,15 @@ async fn wait_for_local_pass<S: LockStore>(
     loop {
         tokio::select! {
             told = turn.told() => return Ok(match told {
-                Some(Turn::Yours { fence, sent }) => won(Passed { fence, sent }),
+                Some(Turn::Yours {
+                    fence,
+                    sent,
+                    others_queued,
+                }) => won(Passed {
+                    fence,
+                    sent,
+                    others_queued,
+                }),
                 Some(Turn::TryRedis) => FromLocal::ToRedis { after_release: true },
                 None => to_redis,
             }),

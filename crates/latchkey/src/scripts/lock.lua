@@ -27,10 +27,12 @@
 --        {0, pttl, holder, 0} when not (pttl -1: held without expiry, -2: free but owed
 --        to a fair waiter, and then no holder). The holder lets the caller say who
 --        holds it, and tell another library's holder, whose release wakes nobody.
---   'pass' token next_token ttl_ms
+--   'pass' token next_token ttl_ms ahead
 --        hand a held lock straight to another owner in the same process, with a fresh
 --        lease and fencing token, unless someone waits in the queue (then they come
---        first: the caller releases instead). Returns the new fence, or 0 if not passed.
+--        first: the caller releases instead) and `ahead` is not '1' (the caller passes
+--        ahead of them a bounded number of times). Returns the new fence, or 0 if not
+--        passed.
 --        Retrying a pass whose reply was lost is safe: it finds next_token holding.
 --   'release' token leaving
 --        leaving '1' = the caller may be queued: leave the queue first. Returns 1 if
@@ -212,14 +214,17 @@ local function release(token, leaving)
   return 1
 end
 
-local function pass(token, next_token, ttl)
+local function pass(token, next_token, ttl, ahead)
   local holder = redis.call('GET', lock)
   local last = last_fence()
   -- An earlier pass whose reply was lost made it next_token's already.
   if holder == next_token then
     return grant(next_token, ttl, last)
   end
-  if holder ~= token or redis.call('EXISTS', queue) == 1 then
+  if holder ~= token then
+    return 0
+  end
+  if ahead ~= '1' and redis.call('EXISTS', queue) == 1 then
     return 0
   end
   return grant(next_token, ttl, last)
@@ -229,7 +234,7 @@ local op = ARGV[1]
 if op == 'acquire' then
   return acquire(ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]))
 elseif op == 'pass' then
-  return pass(ARGV[2], ARGV[3], ARGV[4])
+  return pass(ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 elseif op == 'release' then
   return release(ARGV[2], ARGV[3])
 end

@@ -180,8 +180,9 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<bool>> + Send;
 
     /// Hands `key`, held by `owner`, straight to `next` with a lease of `ttl` and a
-    /// new fencing token, unless anyone waits in the lock's queue. Returns the new
-    /// token, or `None` when the lock was not passed (not ours, or others wait).
+    /// new fencing token, unless anyone waits in the lock's queue and
+    /// `ahead_of_queue` is false. Returns the new token, or `None` when the lock was
+    /// not passed (not ours, or others wait).
     /// Repeating a pass whose reply was lost is safe: it finds `next` holding and
     /// claims the lock for it again.
     ///
@@ -200,7 +201,7 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// # use latchkey::store::{LockStore, SingleNode};
     /// # async fn demo(store: SingleNode, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
     /// let next = latchkey::OwnerToken::generate()?;
-    /// if let Some(fence) = store.pass(&key, &me, &next, latchkey::Ttl::DEFAULT).await? {
+    /// if let Some(fence) = store.pass(&key, &me, &next, latchkey::Ttl::DEFAULT, false).await? {
     ///     println!("`next` holds it now, fence {fence}");
     /// }
     /// # Ok(()) }
@@ -211,6 +212,7 @@ pub trait LockStore: Clone + Send + Sync + 'static {
         owner: &OwnerToken,
         next: &OwnerToken,
         ttl: Ttl,
+        ahead_of_queue: bool,
     ) -> impl Future<Output = Result<Option<u64>>> + Send;
 
     /// Resets `key`'s lease to `ttl` if it holds `owner`; true when it did.

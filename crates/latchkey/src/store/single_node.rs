@@ -260,12 +260,14 @@ impl LockStore for SingleNode {
         owner: &OwnerToken,
         next: &OwnerToken,
         ttl: Ttl,
+        ahead_of_queue: bool,
     ) -> Result<Option<u64>> {
         let mut call = lock_script(key, LockKeys::All);
         call.arg("pass")
             .arg(owner.as_str())
             .arg(next.as_str())
-            .arg(ttl.as_millis());
+            .arg(ttl.as_millis())
+            .arg(if ahead_of_queue { "1" } else { "0" });
         let fence: u64 = self.run(&call, key).await?;
         Ok((fence > 0).then_some(fence))
     }
