@@ -188,6 +188,12 @@ end
 
 local function release(token, leaving)
   local holder = redis.call('GET', lock)
+  -- Nobody ever queued (the common case): no queue work, and EXISTS cannot fail
+  -- on a key of another type the way the queue commands would.
+  if leaving ~= '1' and holder == token and redis.call('EXISTS', queue) == 0 then
+    redis.call('DEL', lock)
+    return 1
+  end
   check_queue()
   if leaving == '1' then
     leave_queue('f' .. token)
