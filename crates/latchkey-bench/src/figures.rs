@@ -25,7 +25,8 @@ pub struct Figures {
     pub implementation: String,
     /// Lock cycles (critical sections) per second; for `waiters`, grants per second.
     pub ops_per_sec: f64,
-    /// Acquire (wait) latency in µs; for `waiters`, from the holders' release to each grant.
+    /// Acquire (wait) latency in µs; for `latency`, the whole acquire + release
+    /// cycle; for `waiters`, from the holders' release to each grant.
     pub latency_us: Percentiles,
     /// Redis commands per acquisition, scripts' inner calls included, the critical
     /// section's own commands excluded.
