@@ -177,11 +177,11 @@
 //!   want it wait in a local line instead of in Redis. The holder's release then
 //!   passes the lock straight to the next of them in one script, without freeing it:
 //!   new owner, new lease, new fencing token, one round trip. While other processes
-//!   wait in the Redis queue, the process passes the lock among its tasks at most 16
-//!   times in a row, then releases it to them: a handoff between processes costs a
-//!   release, a wake-up and a claim, so spreading it over several critical sections
-//!   multiplies throughput, and a waiting process still loses at most 16 sections to
-//!   each process ahead of it. Local waiters also re-check on a timer (a third of
+//!   wait in the Redis queue, the process goes on passing the lock among its tasks
+//!   for at most 10 ms (and 64 passes), then releases it to them: a handoff between
+//!   processes costs a release, a wake-up and a claim, so spreading it over several
+//!   short critical sections multiplies throughput, and a waiting process loses at
+//!   most 10 ms and one critical section to each process ahead of it. Local waiters also re-check on a timer (a third of
 //!   the waiter lease), so a lost turn costs at most that.
 //! - Only handles made by one [`Client`], and clones of one handle, share a local
 //!   line. [`try_lock`](Mutex::try_lock) never waits in it.
