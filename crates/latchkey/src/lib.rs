@@ -178,7 +178,8 @@
 //!   passes the lock straight to the next of them in one script, without freeing it:
 //!   new owner, new lease, new fencing token, one round trip. While other processes
 //!   wait in the Redis queue, the process goes on passing the lock among its tasks
-//!   for at most 10 ms (and 64 passes), then releases it to them: a handoff between
+//!   for at most 10 ms (and 64 passes; never while a fair waiter heads the line),
+//!   then releases it to them: a handoff between
 //!   processes costs a release, a wake-up and a claim, so spreading it over several
 //!   short critical sections multiplies throughput, and a waiting process loses at
 //!   most 10 ms and one critical section to each process ahead of it. Local waiters also re-check on a timer (a third of

@@ -362,6 +362,55 @@ async fn prefixes_and_shared_connections_work() {
     assert!(matches!(again, Attempt::Busy { .. }));
 }
 
+#[tokio::test]
+async fn a_pass_goes_ahead_of_plain_waiters_but_never_of_a_fair_one() {
+    let server = RedisServer::start().unwrap();
+    let store = latchkey::store::SingleNode::open(&server.url())
+        .await
+        .unwrap();
+    let key = LockKey::new(&Prefix::default(), "ahead").unwrap();
+    let once = AcquireRequest {
+        ttl: Ttl::DEFAULT,
+        fair: false,
+        queue_lease: None,
+    };
+    let holder = OwnerToken::generate().unwrap();
+    let Attempt::Acquired { queued, .. } = store.try_acquire(&key, &holder, once).await.unwrap()
+    else {
+        panic!("the lock was free");
+    };
+    assert_eq!(queued, 0);
+    for fair in [false, true] {
+        let waiter = OwnerToken::generate().unwrap();
+        let queue = AcquireRequest {
+            fair,
+            queue_lease: Some(Ttl::new(Duration::from_secs(5)).unwrap()),
+            ..once
+        };
+        let waiting = store.try_acquire(&key, &waiter, queue).await.unwrap();
+        assert!(matches!(waiting, Attempt::Busy { .. }), "{waiting:?}");
+        let next = OwnerToken::generate().unwrap();
+        // Not ahead: refused while anyone waits.
+        let plain_pass = store.pass(&key, &holder, &next, Ttl::DEFAULT, false).await;
+        assert_eq!(plain_pass.unwrap(), None);
+        // Ahead: allowed past a plain waiter, refused before a fair one.
+        let passed = store
+            .pass(&key, &holder, &next, Ttl::DEFAULT, true)
+            .await
+            .unwrap();
+        assert_eq!(passed.is_some(), !fair, "fair waiter: {fair}");
+        if passed.is_some() {
+            // `next` holds it now; hand it back to the test's holder for the next round.
+            let back = store
+                .pass(&key, &next, &holder, Ttl::DEFAULT, true)
+                .await
+                .unwrap();
+            assert!(back.unwrap() > passed.unwrap());
+        }
+        assert!(!store.release(&key, &waiter, true).await.unwrap());
+    }
+}
+
 #[test]
 fn a_guard_dropped_after_its_runtime_shut_down_does_not_panic() {
     let server = RedisServer::start().unwrap();

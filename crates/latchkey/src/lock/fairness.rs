@@ -20,8 +20,10 @@
 pub enum Fairness {
     /// The default and the fastest: a newcomer may take a *free* lock without
     /// queueing, and the tasks of one process pass the lock among themselves in one
-    /// round trip while no other process waits for it (when one does, it comes first).
-    /// A release still hands the lock to the oldest queued waiter.
+    /// round trip (while other processes wait for it, for at most 10 ms and one more
+    /// critical section before it goes to them, and never ahead of a fair waiter at
+    /// the head of the line). A release still hands the lock to the oldest queued
+    /// waiter.
     #[default]
     Plain,
     /// Strict FIFO across all processes: no newcomer takes a free lock a live waiter

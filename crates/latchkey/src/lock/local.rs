@@ -74,9 +74,9 @@ pub(crate) struct LocalWaiter {
 /// tasks while other processes wait for it in Redis, before it yields to them:
 /// enough to spread the cost of a handoff between processes (a release, a wake-up
 /// and a claim, about a millisecond) over several short critical sections, little
-/// enough that a waiting process loses at most 10 ms (and one critical section) to
-/// each process ahead of it. Long critical sections get no passes ahead: a handoff
-/// costs them little.
+/// enough that a waiting process loses at most 10 ms and one critical section to
+/// each process ahead of it (the clock starts at the first pass ahead, so a long
+/// critical section gets one pass ahead at most).
 pub(crate) const MAX_PASSES_AHEAD: u32 = 64;
 pub(crate) const MAX_TIME_AHEAD: Duration = Duration::from_millis(10);
 

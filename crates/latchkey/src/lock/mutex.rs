@@ -35,8 +35,8 @@ const FORCE_ATTEMPTS: usize = 5;
 /// oldest live waiter and wakes just that one through pub/sub (see
 /// [Waiting](crate#waiting)). By default the lock is *plain*: a newcomer may take a
 /// *free* lock without queueing, and while a task of this process holds it, other
-/// tasks of the process queue locally and get it passed on in one round trip, unless
-/// tasks of other processes wait (they come first). [`Fairness::Fair`] makes it
+/// tasks of the process queue locally and get it passed on in one round trip (while
+/// tasks of other processes wait, for at most 10 ms before they get it). [`Fairness::Fair`] makes it
 /// strictly FIFO across all processes: no newcomer takes a free lock that a live
 /// waiter is owed, and no local passing (see [Plain or fair](crate#plain-or-fair)).
 ///

@@ -46,7 +46,8 @@ pub(crate) struct ReleaseOnDrop<S: LockStore> {
     /// Set on a held plain lock: local waiters to pass it to.
     pub(crate) local: Option<LocalLocks>,
     /// Others waited in Redis when the lock was granted: a pass to a local waiter
-    /// would be refused, so the release goes straight to Redis.
+    /// goes ahead of them, which `LocalLocks::pass_ahead` bounds; past the bound the
+    /// release goes straight to Redis.
     pub(crate) others_queued: bool,
     runtime: Option<Handle>,
 }
@@ -120,7 +121,8 @@ impl<S: LockStore> ReleaseOnDrop<S> {
                 .await;
             let fence = match passed {
                 Ok(Some(fence)) => fence,
-                // Not ours any more, or others wait in Redis: they come first. The
+                // Not ours any more, or others wait in Redis (and we may not pass
+                // ahead of them, or a fair waiter heads the line): they come first. The
                 // waiter keeps its place here; `released` sends it to Redis if nobody
                 // of this process is there to pass it the lock later.
                 Ok(None) => {

@@ -31,8 +31,8 @@
 --        hand a held lock straight to another owner in the same process, with a fresh
 --        lease and fencing token, unless someone waits in the queue (then they come
 --        first: the caller releases instead) and `ahead` is not '1' (the caller passes
---        ahead of them a bounded number of times). Returns the new fence, or 0 if not
---        passed.
+--        ahead of them for a bounded time), never ahead of a fair waiter at the head
+--        of the queue. Returns the new fence, or 0 if not passed.
 --        Retrying a pass whose reply was lost is safe: it finds next_token holding.
 --   'release' token leaving
 --        leaving '1' = the caller may be queued: leave the queue first. Returns 1 if
@@ -94,7 +94,8 @@ local function keep_at_least(key, ms)
 end
 
 -- The replies to an acquire: the lock is ours with this fence (and `waiting` others
--- are queued, so a pass to a task of our process would be refused), or it is not.
+-- are queued, so a task of our process gets it only by a bounded pass ahead), or it
+-- is not.
 local function granted(fence, waiting)
   return {1, fence, false, waiting or 0}
 end
@@ -231,6 +232,10 @@ local function pass(token, next_token, ttl, ahead)
     return 0
   end
   if ahead ~= '1' and redis.call('EXISTS', queue) == 1 then
+    return 0
+  end
+  -- Never ahead of a fair waiter at the head of the line: FIFO is its promise.
+  if ahead == '1' and string.sub(redis.call('ZRANGE', queue, 0, 0)[1] or '', 1, 1) == 'f' then
     return 0
   end
   return grant(next_token, ttl, last)

@@ -49,8 +49,8 @@ pub enum Attempt {
         /// Strictly larger than every token handed out for this lock before.
         fence: u64,
         /// Others in the lock's wait queue when it was granted (0 when the attempt
-        /// did not look): while they wait, the lock goes to them on release, not to
-        /// a task of this process.
+        /// did not look): while they wait, a task of this process gets the lock only
+        /// by a pass ahead of them (see [`LockStore::pass`]).
         queued: u64,
     },
     /// Someone else holds it.
