@@ -399,13 +399,13 @@ async fn a_pass_goes_ahead_of_plain_waiters_but_never_of_a_fair_one() {
             .await
             .unwrap();
         assert_eq!(passed.is_some(), !fair, "fair waiter: {fair}");
-        if passed.is_some() {
+        if let Some(fence) = passed {
             // `next` holds it now; hand it back to the test's holder for the next round.
             let back = store
                 .pass(&key, &next, &holder, Ttl::DEFAULT, true)
                 .await
                 .unwrap();
-            assert!(back.unwrap() > passed.unwrap());
+            assert!(back.unwrap() > fence);
         }
         assert!(!store.release(&key, &waiter, true).await.unwrap());
     }
