@@ -200,14 +200,9 @@ async fn acquire_in_redis<S: LockStore>(
         false => store.join_watch(key, &hold.owner),
     };
     if watch.is_none() && likely_busy {
-        // Listen before queueing, so no wake-up can slip between the two.
-        if let Some(listening) = wait.within(store.watch(key, &hold.owner)).await {
-            watch = Some(listening?);
-        }
+        watch = listen(store, key, &hold.owner, &wait).await?;
     }
-    if watch.is_some() {
-        request.queue_lease = Some(wait.waiter_lease);
-    }
+    request.queue_lease = watch.as_ref().map(|_| wait.waiter_lease);
     let mut backoff = Backoff::default();
     let mut retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
     // Why the last attempt did not take the lock: busy (who held it, how long for),
@@ -274,11 +269,8 @@ async fn acquire_in_redis<S: LockStore>(
             continue;
         }
         let Some(watch) = &watch else {
-            // Busy: listen before queueing, so no wake-up can slip between the two.
-            if let Some(listening) = wait.within(store.watch(key, &hold.owner)).await {
-                watch = Some(listening?);
-                request.queue_lease = Some(wait.waiter_lease);
-            }
+            watch = listen(store, key, &hold.owner, &wait).await?;
+            request.queue_lease = watch.as_ref().map(|_| wait.waiter_lease);
             continue;
         };
         // A confirmed subscription wakes us when a latchkey holder lets go; without
@@ -299,6 +291,18 @@ async fn acquire_in_redis<S: LockStore>(
             () = tokio::time::sleep(wait.cap(pause).max(MIN_PAUSE)) => {}
         }
     }
+}
+
+/// Listens for the lock's wake-ups, within the wait (`None` if its deadline cut the
+/// subscription off). Callers listen before they queue, so no wake-up can slip
+/// between the two.
+async fn listen<S: LockStore>(
+    store: &S,
+    key: &LockKey,
+    owner: &OwnerToken,
+    wait: &Wait,
+) -> Result<Option<Watch>> {
+    wait.within(store.watch(key, owner)).await.transpose()
 }
 
 /// Leaves the queue (and undoes an attempt in flight) now, or, if Redis does not
