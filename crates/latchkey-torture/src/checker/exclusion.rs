@@ -73,7 +73,7 @@ fn overlap(a: (u64, u64), b: (u64, u64)) -> bool {
 mod tests {
     use super::super::fixtures::*;
     use super::super::{Property, check};
-    use crate::faults::{Fault, FaultWindow};
+    use crate::faults::Fault;
 
     #[test]
     fn clean_history_passes() {
@@ -93,12 +93,9 @@ mod tests {
         ];
         assert_eq!(check_logs(&logs).violations[&Property::Exclusion], 1);
         let mut facts = facts();
-        facts.faults.push(FaultWindow {
-            fault: Fault::RestartFromSnapshot,
-            from_us: 4,
-            to_us: 6,
-            worker: None,
-        });
+        facts
+            .faults
+            .push(window(Fault::RestartFromSnapshot, 4, 6, None));
         let v = check(&history(facts, &logs));
         assert!(v.violations.is_empty(), "{:?}", v.examples);
         assert_eq!(v.overlaps_after_amnesia[&Fault::RestartFromSnapshot], 1);

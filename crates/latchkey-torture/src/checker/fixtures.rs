@@ -1,6 +1,7 @@
 //! Small histories for the checker's tests.
 
 use super::{Verdict, check};
+use crate::faults::{Fault, FaultWindow};
 use crate::history::{History, RunFacts};
 use crate::record::{HoldEnd, Holder, Mode, Outcome, Record};
 
@@ -14,6 +15,16 @@ pub fn facts() -> RunFacts {
         waiter_lease_us: 1_000_000,
         locks: vec!["l".into()],
         ..RunFacts::default()
+    }
+}
+
+/// `fault` from `from_us` to `to_us`, on the whole run or on one `worker`.
+pub fn window(fault: Fault, from_us: u64, to_us: u64, worker: Option<usize>) -> FaultWindow {
+    FaultWindow {
+        fault,
+        from_us,
+        to_us,
+        worker,
     }
 }
 

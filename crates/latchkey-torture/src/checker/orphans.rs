@@ -175,7 +175,7 @@ mod tests {
     use super::super::fixtures::*;
     use super::super::{Property, check};
     use super::ORPHAN_SLACK_US;
-    use crate::faults::{Fault, FaultWindow};
+    use crate::faults::Fault;
     use crate::history::RunFacts;
     use crate::sampler::HoldRun;
 
@@ -215,12 +215,9 @@ mod tests {
     #[test]
     fn a_fault_at_the_release_allows_the_longest_lease() {
         let mut facts = facts();
-        facts.faults.push(FaultWindow {
-            fault: Fault::Failover,
-            from_us: 90_000,
-            to_us: 990_000,
-            worker: None,
-        });
+        facts
+            .faults
+            .push(window(Fault::Failover, 90_000, 990_000, None));
         let lease = facts.waiter_lease_us;
         let v = after_release(facts.clone(), 100_000 + lease);
         assert!(v.violations.is_empty(), "{:?}", v.examples);
@@ -236,12 +233,7 @@ mod tests {
         let mut facts = facts();
         let lease = facts.waiter_lease_us;
         for fault in [Fault::RestartFromSnapshot, Fault::RestartRedisNow] {
-            facts.faults = vec![FaultWindow {
-                fault,
-                from_us: 2_000_000,
-                to_us: 2_100_000,
-                worker: None,
-            }];
+            facts.faults = vec![window(fault, 2_000_000, 2_100_000, None)];
             let mut with_run = facts.clone();
             with_run
                 .samples
@@ -264,12 +256,9 @@ mod tests {
     #[test]
     fn a_pause_of_its_own_worker_right_after_the_release_allows_a_lease() {
         let mut facts = facts();
-        facts.faults.push(FaultWindow {
-            fault: Fault::PauseWorker,
-            from_us: 105_000,
-            to_us: 1_005_000,
-            worker: Some(0),
-        });
+        facts
+            .faults
+            .push(window(Fault::PauseWorker, 105_000, 1_005_000, Some(0)));
         let v = after_release(facts.clone(), 100_000 + TTL);
         assert!(v.violations.is_empty(), "{:?}", v.examples);
         // Another worker's pause explains nothing.

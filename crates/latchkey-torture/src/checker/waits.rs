@@ -64,7 +64,7 @@ mod tests {
     use super::super::fixtures::*;
     use super::super::{Property, check};
     use super::WAIT_BOUND_US;
-    use crate::faults::{Fault, FaultWindow};
+    use crate::faults::Fault;
     use crate::record::{Mode, Outcome, Record};
 
     fn timed_wait(worker: usize, waited: u64) -> Record {
@@ -90,12 +90,9 @@ mod tests {
     #[test]
     fn a_wait_its_own_worker_was_paused_in_is_excused() {
         let mut facts = facts();
-        facts.faults.push(FaultWindow {
-            fault: Fault::PauseWorker,
-            from_us: 2_000,
-            to_us: 902_000,
-            worker: Some(0),
-        });
+        facts
+            .faults
+            .push(window(Fault::PauseWorker, 2_000, 902_000, Some(0)));
         let logs = [(None, vec![timed_wait(0, 1_000_000)])];
         let v = check(&history(facts.clone(), &logs));
         assert!(v.violations.is_empty(), "{:?}", v.examples);
