@@ -172,19 +172,21 @@ impl Error {
     /// `node` names the server (no credentials), `key` the lock the command was about.
     pub(crate) fn from_redis(source: RedisError, node: &str, key: &str) -> Self {
         let node = node.to_owned();
-        if is_wrong_type(&source) {
+        // Rendered once: several checks read the server's words.
+        let text = source.to_string();
+        if is_wrong_type(&source, &text) {
             return Error::WrongType {
                 key: key.to_owned(),
             };
         }
-        if is_acl_denial(&source) {
+        if is_acl_denial(&source, &text) {
             let detail = source.detail().unwrap_or("no detail").trim().to_owned();
             return Error::AclDenied { node, detail };
         }
-        if let Some(detail) = tls_failure(&source) {
+        if let Some(detail) = tls_failure(&text) {
             return Error::Tls { node, detail };
         }
-        if source.to_string().contains("DB index is out of range") {
+        if text.contains("DB index is out of range") {
             return Error::InvalidArgument(format!(
                 "the database number in the URL does not exist on {node} (DB index is out of range)"
             ));
@@ -197,7 +199,7 @@ impl Error {
                 node,
                 source: Cause(source),
             },
-            _ if is_auth_refusal(&source) => Error::AuthFailed { node },
+            _ if is_auth_refusal(&source, &text) => Error::AuthFailed { node },
             _ => Error::Redis {
                 node,
                 source: Cause(source),
@@ -290,22 +292,21 @@ pub(crate) fn connection_failed(err: &RedisError) -> bool {
 
 /// Errors raised inside a script keep the server's code in redis 7, but the text is
 /// the only thing every version agrees on.
-fn is_wrong_type(err: &RedisError) -> bool {
-    err.code() == Some("WRONGTYPE") || err.to_string().contains("WRONGTYPE")
+fn is_wrong_type(err: &RedisError, text: &str) -> bool {
+    err.code() == Some("WRONGTYPE") || text.contains("WRONGTYPE")
 }
 
 /// A NOPERM reply, or (inside a script, where redis 7 reports it as ERR) the text
 /// of one: a command, key or channel the user may not touch.
-fn is_acl_denial(err: &RedisError) -> bool {
-    let text = err.to_string().to_lowercase();
+fn is_acl_denial(err: &RedisError, text: &str) -> bool {
+    let text = text.to_lowercase();
     err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm)
         || text.contains("can't run this command")
         || text.contains("no permissions to")
 }
 
 /// A certificate the server sent that we do not trust, or a handshake that failed.
-fn tls_failure(err: &RedisError) -> Option<String> {
-    let text = err.to_string();
+fn tls_failure(text: &str) -> Option<String> {
     let is_tls = [
         "certificate",
         "CertificateUnknown",
@@ -329,10 +330,10 @@ fn tls_failure(err: &RedisError) -> Option<String> {
 
 /// Depending on the server version and the handshake step, a bad password comes back
 /// as `WRONGPASS`, `NOAUTH` or an `ERR` mentioning AUTH.
-fn is_auth_refusal(err: &RedisError) -> bool {
+fn is_auth_refusal(err: &RedisError, text: &str) -> bool {
     matches!(err.code(), Some("WRONGPASS") | Some("NOAUTH"))
-        || err.to_string().contains("WRONGPASS")
-        || err.to_string().contains("NOAUTH")
+        || text.contains("WRONGPASS")
+        || text.contains("NOAUTH")
 }
 
 /// Who holds the lock and for how long, as far as the last attempt saw.
