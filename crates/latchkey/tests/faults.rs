@@ -456,21 +456,16 @@ async fn a_live_waiter_keeps_its_place_through_a_stalled_reply() {
             assert!(queued.await, "the queue never reached {n}");
         }
     };
-    let first = {
+    let fair_waiter = |client: &Client| {
         let mutex = client
             .mutex("line")
             .unwrap()
             .with_fairness(latchkey::Fairness::Fair);
         tokio::spawn(async move { mutex.lock().await })
     };
+    let first = fair_waiter(&client);
     queued(1).await;
-    let second = {
-        let mutex = direct
-            .mutex("line")
-            .unwrap()
-            .with_fairness(latchkey::Fairness::Fair);
-        tokio::spawn(async move { mutex.lock().await })
-    };
+    let second = fair_waiter(&direct);
     queued(2).await;
     proxy.stall_connection(0);
     tokio::time::sleep(Duration::from_millis(3500)).await;
