@@ -28,8 +28,9 @@ pub fn single_url(global: &Global) -> Result<&str, Failure> {
 }
 
 /// Checks a lock name (and the prefix) without connecting.
-pub fn check_name(global: &Global, name: &str) -> Result<LockKey, Failure> {
-    Ok(LockKey::new(&Prefix::new(&global.prefix)?, name)?)
+pub fn check_name(global: &Global, name: &str) -> Result<(), Failure> {
+    LockKey::new(&Prefix::new(&global.prefix)?, name)?;
+    Ok(())
 }
 
 /// Connects to the one server and applies the prefix.
@@ -54,7 +55,7 @@ fn with_tls_advice(error: latchkey::Error, global: &Global) -> Failure {
 }
 
 /// The redis-rs client for the URL and TLS options; nothing is sent yet.
-pub fn redis_client(global: &Global) -> Result<redis::Client, Failure> {
+fn redis_client(global: &Global) -> Result<redis::Client, Failure> {
     let url = single_url(global)?;
     let tls_options = global.tls_ca.is_some() || global.tls_insecure;
     if tls_options && !url.starts_with("rediss://") {
