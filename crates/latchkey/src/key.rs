@@ -1,6 +1,8 @@
 //! Lock names, prefixes and the Redis keys they map to. The layout is described on
 //! [`LockKey`], for users.
 
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
 
 /// Longest lock name accepted, in bytes.
@@ -99,7 +101,12 @@ impl Prefix {
 /// # Ok::<(), latchkey::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LockKey {
+pub struct LockKey(Arc<Names>);
+
+/// A lock's key and its companions' names, built once per [`LockKey`] and shared by
+/// its clones (every acquisition hands copies to its guard and its release).
+#[derive(Debug, PartialEq, Eq)]
+struct Names {
     key: String,
     fence: String,
     queue: String,
@@ -130,13 +137,13 @@ impl LockKey {
         validate_name(name)?;
         let key = format!("{}{name}", prefix.as_str());
         let tagged = tagged(&key)?;
-        Ok(LockKey {
+        Ok(LockKey(Arc::new(Names {
             fence: companion(&tagged, "fence"),
             queue: companion(&tagged, "queue"),
             leases: companion(&tagged, "leases"),
             channel: companion(&tagged, "wake"),
             key,
-        })
+        })))
     }
 
     /// The lock key: a string holding the owner token, with a PX expiry.
@@ -148,41 +155,42 @@ impl LockKey {
     /// # Ok::<(), latchkey::Error>(())
     /// ```
     pub fn as_str(&self) -> &str {
-        &self.key
+        &self.0.key
     }
 
     /// The key of the lock's fencing counter.
     pub(crate) fn fence(&self) -> &str {
-        &self.fence
+        &self.0.fence
     }
 
     /// The sorted set of waiters, in order of arrival.
     pub(crate) fn queue(&self) -> &str {
-        &self.queue
+        &self.0.queue
     }
 
     /// The sorted set of waiter leases (when each waiter counts as dead).
     pub(crate) fn leases(&self) -> &str {
-        &self.leases
+        &self.0.leases
     }
 
     /// The pub/sub channel on which waiters hear that it is their turn.
     pub(crate) fn channel(&self) -> &str {
-        &self.channel
+        &self.0.channel
     }
 
     /// The counter of a rate limit by this name: a companion, so a rate limit and a
     /// lock of the same name never share a key.
     pub(crate) fn rate_counter(&self) -> String {
         // Every companion is the tagged key, ":lk:" and its kind.
-        let tagged = self.channel.strip_suffix("wake").unwrap_or(&self.channel);
+        let channel = self.channel();
+        let tagged = channel.strip_suffix("wake").unwrap_or(channel);
         format!("{tagged}rate")
     }
 }
 
 impl std::fmt::Display for LockKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.key)
+        f.write_str(self.as_str())
     }
 }
 

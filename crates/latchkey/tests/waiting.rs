@@ -34,13 +34,22 @@ fn wait_for_queue(server: &RedisServer, lock: &str, len: usize) {
 }
 
 /// Calls of one command (scripts' inner calls included) since the server started.
+/// How many `command` calls the server ran: not counting failed ones, such as the
+/// first EVALSHA of a script it has not loaded yet (NOSCRIPT, then loaded and sent
+/// again).
 fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
+    let prefix = format!("cmdstat_{command}:");
+    let Some(stats) = info.lines().find_map(|line| line.strip_prefix(&prefix)) else {
+        return 0;
+    };
+    let field = |name: &str| -> u64 {
+        stats
+            .split(',')
+            .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    };
+    field("calls") - field("failed_calls")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

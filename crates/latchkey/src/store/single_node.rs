@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
-use redis::{FromRedisValue, RedisResult, ScriptInvocation};
+use redis::{FromRedisValue, RedisResult, Script, ScriptInvocation};
 
 use super::subscriber::Subscriber;
 use super::{
@@ -222,18 +222,20 @@ impl LockStore for SingleNode {
         owner: &OwnerToken,
         request: AcquireRequest,
     ) -> Result<Attempt> {
-        // A plain first try touches only the lock and its counter: fewer keys, less
-        // work for the server on the most common call.
-        let keys = match (request.fair, request.queue_lease) {
-            (false, None) => LockKeys::Own,
-            _ => LockKeys::All,
+        // A plain first try needs no queue: the smallest script, the most common call.
+        let through_queue = request.fair || request.queue_lease.is_some();
+        let mut call = match through_queue {
+            false => lock_script(&scripts::TAKE, &[key.as_str(), key.fence()]),
+            true => lock_script(
+                &scripts::ACQUIRE,
+                &[key.as_str(), key.fence(), key.queue(), key.leases()],
+            ),
         };
-        let mut call = lock_script(key, keys);
-        call.arg("acquire")
-            .arg(owner.as_str())
-            .arg(request.ttl.as_millis())
-            .arg(if request.fair { "f" } else { "p" })
-            .arg(request.queue_lease.map_or(0, Ttl::as_millis));
+        call.arg(owner.as_str()).arg(request.ttl.as_millis());
+        if through_queue {
+            call.arg(if request.fair { "f" } else { "p" })
+                .arg(request.queue_lease.map_or(0, Ttl::as_millis));
+        }
         let (taken, value, holder, queued): (i64, i64, Option<String>, u64) =
             self.run(&call, key).await?;
         if taken == 1 {
@@ -247,9 +249,9 @@ impl LockStore for SingleNode {
     }
 
     async fn release(&self, key: &LockKey, owner: &OwnerToken, leaving: bool) -> Result<bool> {
-        let mut call = lock_script(key, LockKeys::All);
-        call.arg("release")
-            .arg(owner.as_str())
+        let keys = [key.as_str(), key.queue(), key.leases(), key.channel()];
+        let mut call = lock_script(&scripts::RELEASE, &keys);
+        call.arg(owner.as_str())
             .arg(if leaving { "1" } else { "0" });
         self.run(&call, key).await
     }
@@ -262,9 +264,8 @@ impl LockStore for SingleNode {
         ttl: Ttl,
         ahead_of_queue: bool,
     ) -> Result<Option<u64>> {
-        let mut call = lock_script(key, LockKeys::All);
-        call.arg("pass")
-            .arg(owner.as_str())
+        let mut call = lock_script(&scripts::PASS, &[key.as_str(), key.fence(), key.queue()]);
+        call.arg(owner.as_str())
             .arg(next.as_str())
             .arg(ttl.as_millis())
             .arg(if ahead_of_queue { "1" } else { "0" });
@@ -348,20 +349,12 @@ impl LockStore for SingleNode {
     }
 }
 
-/// Which of the lock's keys a `lock.lua` call declares.
-enum LockKeys {
-    /// The lock key and its fencing counter.
-    Own,
-    /// Those, the wait queue, the waiter leases and the channel.
-    All,
-}
-
-/// `lock.lua` with the lock's keys, ready for its operation's arguments.
-fn lock_script(key: &LockKey, keys: LockKeys) -> ScriptInvocation<'static> {
-    let mut call = scripts::LOCK.prepare_invoke();
-    call.key(key.as_str()).key(key.fence());
-    if let LockKeys::All = keys {
-        call.key(key.queue()).key(key.leases()).key(key.channel());
+/// One of the lock scripts (`scripts/lock/`) with the keys it declares, ready for
+/// its arguments.
+fn lock_script<'a>(script: &'a Script, keys: &[&str]) -> ScriptInvocation<'a> {
+    let mut call = script.prepare_invoke();
+    for key in keys {
+        call.key(*key);
     }
     call
 }

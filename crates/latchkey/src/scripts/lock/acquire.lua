@@ -1,0 +1,66 @@
+-- Take a lock through its queue: a fair lock's first try, and every try of a waiter
+-- that joined (or renews its place in) the line. Needs clock.lua, grant.lua and
+-- queue.lua.
+--
+-- KEYS[1]  the lock key.   KEYS[2]  its fencing counter.
+-- KEYS[3]  the wait queue. KEYS[4]  the waiters' leases (see queue.lua).
+-- All of a lock's keys share a hash slot, and every one of them expires: the counter
+-- with the lease it fenced, the queue and the leases with the longest waiter lease
+-- in them, so per-entity locks leave nothing behind once no longer used.
+-- ARGV     token, ttl_ms, mode ('f' or 'p'), wait_ms: 0 = a fair first try that
+--          does not queue; > 0 = join or stay in the queue with a waiter lease of
+--          wait_ms.
+--
+-- Returns {1, fence, false, waiting} when the lock is ours (waiting: others still
+-- in the queue) and {0, pttl, holder, 0} when not (see grant.lua).
+
+local lock, fence_key, queue, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local token, ttl, mode, wait_ms = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local member = mode .. token
+
+-- A fair first try: a free lock with live waiters is owed to the first of them.
+local function try_fair_once()
+  local holder = redis.call('GET', lock)
+  if holder and holder ~= token then
+    return busy(lock, holder)
+  end
+  if not holder then
+    check_queue(queue, leases)
+    if next_live_waiter(queue, leases) then
+      return busy(lock, nil)
+    end
+  end
+  return granted(grant(lock, fence_key, token, ttl))
+end
+
+-- A try from the queue: the lock may have been handed to us, and a fair waiter
+-- takes a free lock only when it is at the head of the line.
+local function try_in_line()
+  local holder = redis.call('GET', lock)
+  local queued = check_queue(queue, leases)
+  if holder == token then
+    -- Handed over: the release took us out of the queue already.
+    return granted(grant(lock, fence_key, token, ttl), queued)
+  end
+  if not holder then
+    -- Plain waiters may barge; fair ones only take a free lock nobody waits ahead for.
+    local head = mode == 'f' and next_live_waiter(queue, leases)
+    if not head or head == member then
+      local fence = grant(lock, fence_key, token, ttl)
+      leave_queue(queue, leases, member)
+      return granted(fence, redis.call('ZCARD', queue))
+    end
+  end
+  -- NX keeps a waiter's place in line when it renews its lease.
+  local us, ms = server_time()
+  redis.call('ZADD', queue, 'NX', us, member)
+  redis.call('ZADD', leases, ms + wait_ms, member)
+  keep_at_least(queue, wait_ms)
+  keep_at_least(leases, wait_ms)
+  return busy(lock, holder)
+end
+
+if wait_ms == 0 then
+  return try_fair_once()
+end
+return try_in_line()

@@ -1,0 +1,49 @@
+-- Granting a lock, and the two replies to a try: granted or busy. Needs clock.lua.
+--
+-- A script that fails halfway is not rolled back, so `grant` does every read that
+-- can fail (a counter that is not a number, a TIME the ACL forbids) before its
+-- first write, and callers call it before writing anything themselves.
+
+-- The last fencing token handed out (0 if the counter is gone). Raises if the
+-- counter holds something that is not a count.
+local function last_fence(fence_key)
+  local stored = redis.call('GET', fence_key)
+  if not stored then
+    return 0
+  end
+  local last = tonumber(stored)
+  if not last then
+    error({err = 'ERR the fencing counter ' .. fence_key .. ' is not a number; delete it'})
+  end
+  return last
+end
+
+-- Makes `lock` `token`'s for `ttl` ms (a fresh take, or a claim of a lock that
+-- holds `token` already: a release handed it over, or an earlier request with this
+-- token whose reply was lost set it) and hands out the next fencing token:
+-- max(last + 1, server time in µs), on every grant. A counter restored older than it
+-- was (an RDB snapshot, an AOF that lost its tail, a replica that missed writes) or
+-- lost altogether still yields a token above every earlier one, as long as the server
+-- clock never steps back past the last token. So the counter may expire with the
+-- lease it fenced.
+local function grant(lock, fence_key, token, ttl)
+  local last = last_fence(fence_key)
+  local us = server_time()
+  redis.call('SET', lock, token, 'PX', ttl)
+  local fence = math.max(last + 1, us)
+  redis.call('SET', fence_key, string.format('%d', fence), 'PX', ttl)
+  return fence
+end
+
+-- The replies to a try: the lock is ours with this fence (and `waiting` others are
+-- queued, so a task of our process gets it only by a bounded pass ahead), or it is
+-- not: {0, pttl, holder, 0}, pttl -1 when held without expiry, -2 when free but
+-- owed to a fair waiter (and then no holder). The holder lets the caller say who
+-- holds it, and tell another library's holder, whose release wakes nobody.
+local function granted(fence, waiting)
+  return {1, fence, false, waiting or 0}
+end
+
+local function busy(lock, holder)
+  return {0, redis.call('PTTL', lock), holder or false, 0}
+end

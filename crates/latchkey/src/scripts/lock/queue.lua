@@ -1,0 +1,46 @@
+-- The wait queue: a sorted set of waiters by arrival (score = server µs), each
+-- member the waiter's mode ('f' fair, 'p' plain) and owner token, and beside it the
+-- waiters' leases: the same members, score = when the lease ends (ms). Needs
+-- clock.lua.
+
+-- Raises WRONGTYPE now, before any write, if the queue or the leases are not sorted
+-- sets. Returns how many are queued.
+local function check_queue(queue, leases)
+  redis.call('ZCARD', leases)
+  return redis.call('ZCARD', queue)
+end
+
+local function leave_queue(queue, leases, member)
+  if redis.call('ZREM', queue, member) == 1 then
+    redis.call('ZREM', leases, member)
+  end
+end
+
+-- The oldest waiter whose lease has not ended, and what is left of its lease (ms);
+-- dead ones are dropped on the way, so a crashed waiter delays the line by at most
+-- its waiter lease.
+local function next_live_waiter(queue, leases)
+  local now
+  while true do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then
+      return nil
+    end
+    if not now then
+      local _, ms = server_time()
+      now = ms
+    end
+    local ends = tonumber(redis.call('ZSCORE', leases, head) or 0)
+    if ends > now then
+      return head, ends - now
+    end
+    leave_queue(queue, leases, head)
+  end
+end
+
+-- Makes `key` live at least `ms` more: the queue outlives every waiter lease in it.
+local function keep_at_least(key, ms)
+  if redis.call('PTTL', key) < ms then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
