@@ -22,6 +22,21 @@ static RAW_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
     )
 });
 
+/// The raw recipe's acquire with a fencing token, the least a fenced lock that keeps
+/// the plain key layout (the key holds only the owner) asks of Redis: one script that
+/// takes the lock if free and hands out max(last + 1, server µs), as latchkey does.
+static RAW_FENCED_TAKE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        "if redis.call('GET', KEYS[1]) then return 0 end \
+         local last = tonumber(redis.call('GET', KEYS[2]) or 0) \
+         local t = redis.call('TIME') \
+         redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) \
+         local fence = math.max(last + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])) \
+         redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', ARGV[2]) \
+         return fence",
+    )
+});
+
 /// Which lock a figure is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -34,13 +49,23 @@ pub enum Impl {
     /// The bare commands: `SET key token NX PX`, retried every 10 ms when busy, and
     /// a Lua compare-and-delete release. No fencing, no waiting but polling.
     Raw,
+    /// The same with a fencing token: the acquire is one script (GET, GET, TIME,
+    /// SET, SET), the floor of what a fenced lock costs.
+    #[serde(rename = "raw-fenced")]
+    RawFenced,
     /// rslock 0.10 with its default retry (3 tries, random 0–200 ms apart, looped).
     Rslock,
 }
 
 impl Impl {
     /// All of them, in report order.
-    pub const ALL: [Impl; 4] = [Impl::Latchkey, Impl::LatchkeyFair, Impl::Raw, Impl::Rslock];
+    pub const ALL: [Impl; 5] = [
+        Impl::Latchkey,
+        Impl::LatchkeyFair,
+        Impl::Raw,
+        Impl::RawFenced,
+        Impl::Rslock,
+    ];
 
     /// The name used in tables and JSON.
     pub fn name(self) -> &'static str {
@@ -48,6 +73,7 @@ impl Impl {
             Impl::Latchkey => "latchkey",
             Impl::LatchkeyFair => "latchkey-fair",
             Impl::Raw => "raw",
+            Impl::RawFenced => "raw-fenced",
             Impl::Rslock => "rslock",
         }
     }
@@ -60,7 +86,10 @@ pub(crate) enum Locker {
         client: latchkey::Client,
         fair: bool,
     },
-    Raw(MultiplexedConnection),
+    Raw {
+        conn: MultiplexedConnection,
+        fenced: bool,
+    },
     Rslock(Arc<rslock::LockManager>),
 }
 
@@ -78,7 +107,10 @@ impl Locker {
                 client: latchkey::Client::open(url).await?,
                 fair: which == Impl::LatchkeyFair,
             },
-            Impl::Raw => Locker::Raw(crate::connect(url).await?),
+            Impl::Raw | Impl::RawFenced => Locker::Raw {
+                conn: crate::connect(url).await?,
+                fenced: which == Impl::RawFenced,
+            },
             Impl::Rslock => {
                 Locker::Rslock(Arc::new(rslock::LockManager::new(vec![url.to_owned()])))
             }
@@ -97,7 +129,7 @@ impl Locker {
                 };
                 Ok(Held::Latchkey(mutex.lock().await?))
             }
-            Locker::Raw(conn) => raw_lock(conn.clone(), key).await,
+            Locker::Raw { conn, fenced } => raw_lock(conn.clone(), key, *fenced).await,
             Locker::Rslock(manager) => manager
                 .acquire_no_guard(key.as_bytes(), TTL)
                 .await
@@ -115,7 +147,7 @@ impl Locker {
                     ));
                 }
             }
-            (Locker::Raw(conn), Held::Raw { key, token }) => {
+            (Locker::Raw { conn, .. }, Held::Raw { key, token }) => {
                 let _: i64 = RAW_RELEASE
                     .key(key)
                     .arg(token)
@@ -129,20 +161,38 @@ impl Locker {
     }
 }
 
-async fn raw_lock(mut conn: MultiplexedConnection, key: &str) -> Result<Held, BenchError> {
-    // Unique per acquisition within this process: enough for a benchmark.
+async fn raw_lock(
+    mut conn: MultiplexedConnection,
+    key: &str,
+    fenced: bool,
+) -> Result<Held, BenchError> {
+    // Unique per acquisition across the bench's processes: enough for a benchmark.
     static NEXT: AtomicU64 = AtomicU64::new(1);
-    let token = NEXT.fetch_add(1, Ordering::Relaxed);
+    let token = (u64::from(std::process::id()) << 40) | NEXT.fetch_add(1, Ordering::Relaxed);
+    let ttl = TTL.as_millis() as u64;
     loop {
-        let set: Option<String> = redis::cmd("SET")
-            .arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(TTL.as_millis() as u64)
-            .query_async(&mut conn)
-            .await?;
-        if set.is_some() {
+        let taken = match fenced {
+            false => redis::cmd("SET")
+                .arg(key)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl)
+                .query_async::<Option<String>>(&mut conn)
+                .await?
+                .is_some(),
+            true => {
+                RAW_FENCED_TAKE
+                    .key(key)
+                    .key(format!("{key}:fence"))
+                    .arg(token)
+                    .arg(ttl)
+                    .invoke_async::<u64>(&mut conn)
+                    .await?
+                    > 0
+            }
+        };
+        if taken {
             return Ok(Held::Raw {
                 key: key.to_owned(),
                 token,

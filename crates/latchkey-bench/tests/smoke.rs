@@ -17,7 +17,7 @@ async fn every_scenario_runs_and_reports_every_implementation() {
     let report = latchkey_bench::run(&options).await.unwrap();
 
     for scenario in ["uncontended", "contended", "handoff"] {
-        for implementation in ["latchkey", "latchkey-fair", "raw", "rslock"] {
+        for implementation in ["latchkey", "latchkey-fair", "raw", "raw-fenced", "rslock"] {
             let figures = report
                 .results
                 .iter()

@@ -366,7 +366,7 @@ fn bench_writes_its_json_and_chart() {
         .iter()
         .map(|r| r["impl"].as_str().unwrap())
         .collect();
-    let each = ["latchkey", "latchkey-fair", "raw", "rslock"];
+    let each = ["latchkey", "latchkey-fair", "raw", "raw-fenced", "rslock"];
     assert_eq!(impls, [each, each].concat());
     // The worker processes reported: every figure has a cost per acquisition.
     for result in report["results"].as_array().unwrap() {

@@ -110,10 +110,16 @@
 //!    Redis, in order of arrival. Listening comes first, so no wake-up can slip in
 //!    between. One subscriber connection per [`Client`] serves all its locks and
 //!    waiters.
-//! 3. A release hands the lock straight to the oldest live waiter (the key then
-//!    holds that waiter's token) and publishes a message naming that one waiter. The
-//!    waiter claims the lock with a full lease and a new fencing token. Nobody else
-//!    wakes up, and no newcomer can take the lock in between.
+//! 3. A release hands the lock straight to the oldest live waiter, with a new
+//!    fencing token, for the lease that waiter asked for or what is left of its
+//!    waiter lease, whichever is shorter (the key then holds the waiter's token), and
+//!    publishes a message naming that one waiter and its fencing token.
+//!    The waiter holds the lock as soon as it hears: no claim, no round trip. Its
+//!    guard extends the lease to the mutex's own if it keeps the lock for a third of
+//!    what it started with. Nobody else wakes up, and no newcomer can take the lock in
+//!    between. A message from a handover older than the waiter's last renewal (the
+//!    lock it handed was lost since) is recognised by its token and only makes the
+//!    waiter re-check.
 //! 4. A waiter also re-checks on a timer: the holder's remaining lease or a third of
 //!    its waiter lease, whichever is shorter. So a lost message or a holder that
 //!    crashed costs it at most that. A lock held by another library (whose release
@@ -128,8 +134,8 @@
 //! *waiter lease*: 5 s by default, set with [`Mutex::with_waiter_lease`]. A waiter
 //! that dies or freezes stops renewing, and releases skip it once its waiter lease
 //! has run out: it delays the others by at most one waiter lease, never by a full
-//! lock lease. A lock handed to a waiter that never claims it stays held for at most
-//! the rest of that waiter lease. A live waiter renews every third of its waiter
+//! lock lease. A lock handed to a waiter that died stays held for at most the rest
+//! of that waiter lease. A live waiter renews every third of its waiter
 //! lease, and a renewal whose reply is lost is retried after the 1 s reply timeout,
 //! so one slow reply does not cost it its place. Keep the waiter lease above 3 s.
 //!
@@ -171,7 +177,8 @@
 //!
 //! - A newcomer may take a *free* lock without queueing, and so may any queued
 //!   waiter. A released lock with waiters is never free (it is handed over), so this
-//!   matters only when a lease ran out or a waiter did not claim the lock handed to it.
+//!   matters only when a lease ran out (a holder's, or that of a waiter that died
+//!   with the lock handed to it).
 //! - The tasks of one process pass the lock among themselves. While a task of the
 //!   process holds the lock, or waits for it in Redis, other tasks of the process that
 //!   want it wait in a local line instead of in Redis. The holder's release then
@@ -180,7 +187,7 @@
 //!   wait in the Redis queue, the process goes on passing the lock among its tasks
 //!   for at most 10 ms (and 64 passes; never while a fair waiter heads the line),
 //!   then releases it to them: a handoff between
-//!   processes costs a release, a wake-up and a claim, so spreading it over several
+//!   processes costs a release and a wake-up, so spreading it over several
 //!   short critical sections multiplies throughput, and a waiting process loses at
 //!   most 10 ms and one critical section to each process ahead of it. Local waiters also re-check on a timer (a third of
 //!   the waiter lease), so a lost turn costs at most that.
@@ -192,8 +199,8 @@
 //! - A newcomer never takes a free lock that a live waiter is owed, and a queued
 //!   waiter takes a free lock only at the head of the line.
 //! - Every task waits in Redis; there is no local passing. So a contended acquisition
-//!   costs a release that hands over, a pub/sub message and a claim, where a plain
-//!   lock passed between local tasks costs one script.
+//!   costs a place in the queue, a release that hands over and a pub/sub message,
+//!   where a plain lock passed between local tasks costs one script.
 //!
 //! Use fair when the order of arrival matters (a deploy queue); plain otherwise.
 //!
@@ -265,7 +272,7 @@
 //!
 //! A lease can end under a holder that is still running: a long GC pause, a frozen
 //! VM, a slow disk. The lock alone cannot stop that holder's late writes. Every
-//! acquisition (a first try, the claim of a handed-over lock, a pass between local
+//! acquisition (a first try, a handover by a release, a pass between local
 //! tasks) therefore gets a fencing token, [`MutexGuard::fence`], strictly larger than
 //! every token handed out for that lock before. Send it with every write to the
 //! resource the lock protects, and have the resource refuse a token lower than the

@@ -166,7 +166,7 @@ async fn a_key_of_another_type_is_wrongtype_not_busy() {
         }
     }
     let owner = OwnerToken::generate().unwrap();
-    let released = client.store().release(mutex.key(), &owner, false).await;
+    let released = client.store().release(mutex.key(), &owner, None).await;
     assert!(
         matches!(released, Err(Error::WrongType { .. })),
         "{released:?}"

@@ -239,7 +239,7 @@ async fn retried_requests_find_what_their_lost_replies_did() {
         busy => panic!("the retry did not find its own lock: {busy:?}"),
     }
     // The queued waiter leaves, so a pass is allowed; then the pass is retried.
-    assert!(!store.release(&key, &other, true).await.unwrap());
+    assert!(!store.release(&key, &other, Some(queued.ttl)).await.unwrap());
     let passed = store
         .pass(&key, &me, &next, Ttl::DEFAULT, false)
         .await

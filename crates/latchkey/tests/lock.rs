@@ -115,7 +115,7 @@ async fn release_and_extend_by_a_non_owner_are_refused_and_change_nothing() {
     let store = client.store();
     let ttl_before = pttl(&mut raw, "owned").await;
 
-    assert!(!store.release(&key, &stranger, true).await.unwrap());
+    assert!(!store.release(&key, &stranger, None).await.unwrap());
     assert!(
         !store
             .extend(&key, &stranger, Ttl::new(Duration::from_secs(600)).unwrap())
@@ -407,7 +407,7 @@ async fn a_pass_goes_ahead_of_plain_waiters_but_never_of_a_fair_one() {
                 .unwrap();
             assert!(back.unwrap() > fence);
         }
-        assert!(!store.release(&key, &waiter, true).await.unwrap());
+        assert!(!store.release(&key, &waiter, Some(queue.ttl)).await.unwrap());
     }
 }
 

@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use latchkey::{Client, Error};
 use latchkey_testkit::{RedisServer, worker};
 use redis::Commands;
@@ -255,13 +256,87 @@ async fn a_plain_release_wakes_one_waiter_not_the_herd() {
     let before = calls(&mut conn, "evalsha");
     assert!(holder.release().await.unwrap());
     tokio::time::sleep(Duration::from_millis(300)).await;
-    // The release, then the one woken waiter's attempt: not five attempts.
-    assert_eq!(calls(&mut conn, "evalsha") - before, 2);
+    // The release alone: it granted the lock to the one woken waiter, which holds it
+    // without a claim (it extends the lease only later, if it keeps the lock that
+    // long). Not five attempts.
+    assert_eq!(calls(&mut conn, "evalsha") - before, 1);
     let finished = waiters.iter().filter(|w| w.is_finished()).count();
     assert_eq!(finished, 1);
     for waiter in waiters {
         waiter.abort();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_lock_starts_without_a_claim_and_is_extended_to_its_lease() {
+    let (server, client) = common::start().await;
+    let holder = common::fixed(&client, "handed", Duration::from_secs(60))
+        .try_lock()
+        .await
+        .unwrap();
+    // Another process waits, with a waiter lease far shorter than its lock lease.
+    let other = Client::open(&server.url()).await.unwrap();
+    let waiter = common::fixed(&other, "handed", Duration::from_secs(60))
+        .with_waiter_lease(latchkey::Ttl::new(Duration::from_secs(3)).unwrap());
+    let waiting = tokio::spawn(async move { waiter.lock().await });
+    tokio::task::block_in_place(|| wait_for_queue(&server, "handed", 1));
+    let mut conn = admin(&server);
+    let mut wakeups = redis::Client::open(server.url())
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .unwrap();
+    wakeups.subscribe("{handed}:lk:wake").await.unwrap();
+    let first_fence = holder.fence();
+    assert!(holder.release().await.unwrap());
+    let guard = waiting.await.unwrap().unwrap();
+    // The release granted the lock and published its fence; the waiter holds with
+    // that fence, so it ran no claim (a claim would have drawn a newer one).
+    let message = tokio::time::timeout(Duration::from_secs(1), wakeups.on_message().next())
+        .await
+        .unwrap()
+        .unwrap();
+    let payload: String = message.get_payload().unwrap();
+    let (_, published) = payload.split_once(':').unwrap();
+    assert_eq!(guard.fence(), published.parse::<u64>().unwrap());
+    assert!(guard.fence() > first_fence);
+    // It starts with what was left of its 3 s waiter lease, then extends to its own 60 s.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let pttl: i64 = conn.pttl("handed").unwrap();
+        if pttl > 10_000 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "lease never extended: pttl {pttl} ms"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(guard.valid_until() > Instant::now() + Duration::from_secs(10));
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_handed_to_a_waiter_lasts_no_longer_than_the_lease_it_asked_for() {
+    let (server, client) = common::start().await;
+    let holder = common::fixed(&client, "short", Duration::from_secs(60))
+        .try_lock()
+        .await
+        .unwrap();
+    // The waiter asks for a 500 ms lease and keeps its place with a 5 s waiter lease:
+    // if it dies holding the handed lock, that must cost 500 ms, not 5 s.
+    let other = Client::open(&server.url()).await.unwrap();
+    let waiter = common::fixed(&other, "short", Duration::from_millis(500))
+        .with_waiter_lease(latchkey::Ttl::new(Duration::from_secs(5)).unwrap());
+    let waiting = tokio::spawn(async move { waiter.lock().await });
+    tokio::task::block_in_place(|| wait_for_queue(&server, "short", 1));
+    assert!(holder.release().await.unwrap());
+    let guard = waiting.await.unwrap().unwrap();
+    let pttl: i64 = admin(&server).pttl("short").unwrap();
+    assert!(0 < pttl && pttl <= 500, "handed over for {pttl} ms");
+    assert!(guard.valid_until() <= Instant::now() + Duration::from_millis(500));
+    assert!(guard.release().await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

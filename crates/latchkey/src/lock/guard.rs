@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::held::{Held, LeaseState};
 use super::waiter::Won;
-use super::watchdog;
+use super::watchdog::{self, Renewals};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::{Lease, Ttl};
@@ -42,13 +42,25 @@ pub struct MutexGuard<S: LockStore = SingleNode> {
 
 impl<S: LockStore> MutexGuard<S> {
     pub(crate) fn new(won: Won<S>, lease: Lease) -> Self {
-        let Won { hold, fence, sent } = won;
-        let state = Arc::new(LeaseState::new(lease.ttl(), sent));
-        // A fixed lease needs no task: `lost()` watches the clock itself.
-        let watchdog = match lease.is_renewed() {
-            true => watchdog::spawn(&hold, state.clone()),
-            false => None,
+        let Won {
+            hold,
+            fence,
+            sent,
+            handed,
+        } = won;
+        let state = Arc::new(match handed {
+            None => LeaseState::new(lease.ttl(), sent),
+            Some(waiter_lease) => LeaseState::handed(lease.ttl(), waiter_lease, sent),
+        });
+        // A fixed lease needs no task (`lost()` watches the clock itself) unless it
+        // was handed over with only the waiter lease and must be extended once.
+        let renewals = match (lease.is_renewed(), handed.is_some()) {
+            (true, top_up) => Some(Renewals::Periodic { top_up }),
+            (false, true) => Some(Renewals::TopUpOnce),
+            (false, false) => None,
         };
+        let watchdog =
+            renewals.and_then(|renewals| watchdog::spawn(&hold, state.clone(), renewals));
         MutexGuard {
             held: Arc::new(Held {
                 watchdog,

@@ -47,6 +47,16 @@ impl LeaseState {
         }
     }
 
+    /// The lease of a lock a release handed over (see [`handed_valid_until`]).
+    pub(crate) fn handed(ttl: Ttl, waiter_lease: Ttl, queued: Instant) -> Self {
+        let until = handed_valid_until(ttl, waiter_lease, queued);
+        LeaseState {
+            ttl,
+            valid_until: StdMutex::new(until),
+            lost: CancellationToken::new(),
+        }
+    }
+
     pub(crate) fn valid_until(&self) -> Instant {
         *self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -106,4 +116,14 @@ impl LeaseState {
             }
         }
     }
+}
+
+/// Until when a lock a release handed over is surely ours: the release granted it for
+/// the lease asked for (`ttl`) or what was left of the waiter lease, whichever was
+/// shorter, and the attempt sent at `queued` had (re)started that waiter lease before
+/// the release ran. So both count from `queued`.
+pub(crate) fn handed_valid_until(ttl: Ttl, waiter_lease: Ttl, queued: Instant) -> Instant {
+    waiter_lease
+        .valid_until(queued)
+        .min(ttl.valid_until(queued))
 }

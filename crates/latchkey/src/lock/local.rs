@@ -4,7 +4,7 @@
 //! tasks of the process that want it queue here instead of in Redis. The holder's release then passes the lock
 //! straight to the next of them in one script (new owner, new lease, new fencing
 //! token), without freeing it: one round trip and five Redis commands per
-//! acquisition instead of a release, a wake-up and a claim. While other processes
+//! acquisition instead of a release and a wake-up to another process. While other processes
 //! wait in the Redis queue, a process passes ahead of them for at most
 //! [`MAX_TIME_AHEAD`] ([`MAX_PASSES_AHEAD`] passes), then releases to them. Local waiters also
 //! re-check on a timer, so a lost turn costs at most that. The user-facing account is the crate docs'
@@ -72,8 +72,8 @@ pub(crate) struct LocalWaiter {
 
 /// How many times in a row, and for how long, a process passes a lock among its
 /// tasks while other processes wait for it in Redis, before it yields to them:
-/// enough to spread the cost of a handoff between processes (a release, a wake-up
-/// and a claim, about a millisecond) over several short critical sections, little
+/// enough to spread the cost of a handoff between processes (a release and a
+/// wake-up, most of a millisecond) over several short critical sections, little
 /// enough that a waiting process loses at most 10 ms and one critical section to
 /// each process ahead of it (the clock starts at the first pass ahead, so a long
 /// critical section gets one pass ahead at most).

@@ -135,8 +135,8 @@ impl<S: LockStore> Mutex<S> {
     /// the queue; default 5 s. A dead waiter delays the others by at most this. Keep
     /// it above 3 s: a live waiter renews every third of it, and a renewal whose
     /// reply is lost is retried after the 1 s response timeout. A lock handed to a
-    /// waiter that never claims it stays held for at most the rest of its waiter
-    /// lease. See [Waiting](crate#waiting).
+    /// waiter that died stays held for at most the rest of its waiter lease. See
+    /// [Waiting](crate#waiting).
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
@@ -335,7 +335,7 @@ impl<S: LockStore> Mutex<S> {
     }
 
     /// Whether anybody (latchkey or another library) holds the lock right now: one
-    /// GET. A lock handed to a waiter that has not claimed it yet counts as held.
+    /// GET. A lock handed to a waiter counts as held, from the moment of the handover.
     ///
     /// # Errors
     ///
@@ -416,7 +416,7 @@ impl<S: LockStore> Mutex<S> {
             };
             // Releasing as the holder hands the lock on exactly as its own release would.
             let holder = OwnerToken::from_stored(holder.clone());
-            if self.store.release(&self.key, &holder, false).await? {
+            if self.store.release(&self.key, &holder, None).await? {
                 return Ok(Some(status));
             }
             last = Some(status);

@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use super::local::{LocalLocks, Turn};
 use crate::error::Result;
 use crate::key::LockKey;
+use crate::lease::Ttl;
 use crate::store::LockStore;
 use crate::token::OwnerToken;
 
@@ -31,8 +32,9 @@ pub(crate) enum HoldState {
     Clear,
     /// An acquire is in flight, or its reply was lost: it may have set the lock.
     Trying,
-    /// In the wait queue, where a release may hand us the lock at any moment.
-    Queued,
+    /// In the wait queue, asking for this lease, where a release may hand us the
+    /// lock at any moment.
+    Queued(Ttl),
     /// The lock is ours.
     Held,
 }
@@ -92,8 +94,8 @@ impl<S: LockStore> ReleaseOnDrop<S> {
     pub(crate) async fn release(&mut self) -> Result<bool> {
         let leaving = match self.state {
             HoldState::Clear => return Ok(false),
-            HoldState::Queued => true,
-            HoldState::Trying | HoldState::Held => false,
+            HoldState::Queued(ttl) => Some(ttl),
+            HoldState::Trying | HoldState::Held => None,
         };
         if let Some(local) = self.local.clone().filter(|_| self.state == HoldState::Held) {
             // Ahead of other processes only a bounded number of times in a row.
@@ -237,15 +239,19 @@ mod tests {
     use super::*;
     use crate::error::Error;
     use crate::key::Prefix;
-    use crate::lease::Ttl;
     use crate::lock::LockStatus;
     use crate::store::{AcquireRequest, Attempt, Watch};
 
     /// What the store was asked: `release(leaving)` or `pass(to)`.
     #[derive(Clone, Debug, PartialEq, Eq)]
     enum Call {
-        Release { owner: OwnerToken, leaving: bool },
-        Pass { to: OwnerToken },
+        Release {
+            owner: OwnerToken,
+            leaving: Option<Ttl>,
+        },
+        Pass {
+            to: OwnerToken,
+        },
     }
 
     #[derive(Clone, Default)]
@@ -289,7 +295,7 @@ mod tests {
             &self,
             _: &LockKey,
             owner: &OwnerToken,
-            leaving: bool,
+            leaving: Option<Ttl>,
         ) -> crate::Result<bool> {
             self.record(Call::Release {
                 owner: owner.clone(),
@@ -354,15 +360,15 @@ mod tests {
         };
         match state {
             HoldState::Clear => Vec::new(),
-            HoldState::Trying | HoldState::Held => release(false),
-            HoldState::Queued => release(true),
+            HoldState::Trying | HoldState::Held => release(None),
+            HoldState::Queued(ttl) => release(Some(ttl)),
         }
     }
 
     const STATES: [HoldState; 4] = [
         HoldState::Clear,
         HoldState::Trying,
-        HoldState::Queued,
+        HoldState::Queued(Ttl::DEFAULT),
         HoldState::Held,
     ];
 
@@ -393,17 +399,17 @@ mod tests {
     async fn a_failed_release_keeps_the_state_so_the_drop_tries_again() {
         let store = Recording::default();
         *store.failures.lock().unwrap() = 1;
-        let mut hold = hold(&store, HoldState::Queued);
+        let mut hold = hold(&store, HoldState::Queued(Ttl::DEFAULT));
         assert!(hold.release().await.is_err());
-        assert_eq!(hold.state, HoldState::Queued);
+        assert_eq!(hold.state, HoldState::Queued(Ttl::DEFAULT));
         let owner = hold.owner.clone();
         drop(hold);
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(
             store.calls(),
             [
-                expected(HoldState::Queued, &owner),
-                expected(HoldState::Queued, &owner)
+                expected(HoldState::Queued(Ttl::DEFAULT), &owner),
+                expected(HoldState::Queued(Ttl::DEFAULT), &owner)
             ]
             .concat()
         );

@@ -32,7 +32,7 @@ pub struct LockStatus {
 
 impl LockStatus {
     /// Whether someone holds the lock (latchkey or another library, or a waiter the
-    /// lock was handed to and that has not claimed it yet).
+    /// lock was handed to, from the moment of the handover).
     ///
     /// ```
     /// let held = latchkey::LockStatus { holder: Some("3cd1…".into()), ttl: None, fence: None, waiters: 2 };

@@ -20,6 +20,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::backoff::Backoff;
+use super::held::handed_valid_until;
 use super::local::{LocalLocks, Passed, Turn};
 use super::local_turn::LocalTurn;
 use super::release_on_drop::{HoldState, ReleaseOnDrop};
@@ -79,6 +80,10 @@ pub(crate) struct Won<S: LockStore> {
     pub(crate) hold: ReleaseOnDrop<S>,
     pub(crate) fence: u64,
     pub(crate) sent: Instant,
+    /// Set for a lock a release handed over: the waiter lease it was granted for
+    /// (what was left of it then, counted from `sent`, the last queued attempt), which
+    /// the guard extends to the mutex's lease.
+    pub(crate) handed: Option<Ttl>,
 }
 
 /// Takes the lock: from a task of this process that holds it (`local`, plain locks
@@ -140,6 +145,7 @@ async fn wait_for_local_pass<S: LockStore>(
             hold,
             fence: passed.fence,
             sent: passed.sent,
+            handed: None,
         })
     };
     let period = wait.waiter_lease.as_duration() / 3;
@@ -214,6 +220,9 @@ async fn acquire_in_redis<S: LockStore>(
     let mut in_doubt = false;
     let mut first = true;
     let mut answered = false;
+    // The last answered attempt that (re)joined the queue: a release after it may
+    // hand us the lock.
+    let mut queued: Option<Queued> = None;
     loop {
         if !std::mem::take(&mut first) && wait.expired() {
             give_up(&mut hold).await;
@@ -221,7 +230,7 @@ async fn acquire_in_redis<S: LockStore>(
         }
         // A drop from here on must undo whatever the request does.
         hold.state = match request.queue_lease {
-            Some(_) => HoldState::Queued,
+            Some(_) => HoldState::Queued(request.ttl),
             None => HoldState::Trying,
         };
         let sent = Instant::now();
@@ -247,9 +256,21 @@ async fn acquire_in_redis<S: LockStore>(
             Ok(Attempt::Acquired { fence, queued }) => {
                 hold.state = HoldState::Held;
                 hold.others_queued = queued > 0;
-                return Ok(Won { hold, fence, sent });
+                return Ok(Won {
+                    hold,
+                    fence,
+                    sent,
+                    handed: None,
+                });
             }
-            Ok(Attempt::Busy { pttl, holder }) => {
+            Ok(Attempt::Busy {
+                pttl,
+                holder,
+                fence_floor,
+            }) => {
+                if request.queue_lease.is_some() {
+                    queued = Some(Queued { sent, fence_floor });
+                }
                 let at = Instant::now();
                 (seen, failure) = (Seen { pttl, holder, at }, None);
                 retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
@@ -290,7 +311,40 @@ async fn acquire_in_redis<S: LockStore>(
             () = watch.notified() => {}
             () = tokio::time::sleep(wait.cap(pause).max(MIN_PAUSE)) => {}
         }
+        if let Some((fence, sent)) = handed(watch, queued.as_ref(), &wait) {
+            hold.state = HoldState::Held;
+            // Who else waits is unknown: assume others do, so local passing stays bounded.
+            hold.others_queued = true;
+            return Ok(Won {
+                hold,
+                fence,
+                sent,
+                handed: Some(wait.waiter_lease),
+            });
+        }
     }
+}
+
+/// An answered attempt that left us in the queue.
+struct Queued {
+    /// When it was sent: the waiter lease it set, and so a lock a release hands us
+    /// after it, lasts at least the waiter lease from then.
+    sent: Instant,
+    /// Every fencing token granted after it is larger.
+    fence_floor: u64,
+}
+
+/// The fencing token of a lock a release handed us after our last queued attempt,
+/// and when the waiter lease it was granted for began at the latest: the lock is ours
+/// with no claim and no round trip, if that lease surely still runs. Otherwise (a
+/// bare wake-up, a handover older than that attempt, whose lock has been lost since,
+/// or a lease too old to count on) the next attempt finds out.
+fn handed(watch: &Watch, queued: Option<&Queued>, wait: &Wait) -> Option<(u64, Instant)> {
+    let fence = watch.take_handed()?;
+    let queued = queued?;
+    let fresh = fence > queued.fence_floor;
+    let lasts = handed_valid_until(wait.ttl, wait.waiter_lease, queued.sent) > Instant::now();
+    (fresh && lasts).then_some((fence, queued.sent))
 }
 
 /// Listens for the lock's wake-ups, within the wait (`None` if its deadline cut the

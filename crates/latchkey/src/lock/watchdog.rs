@@ -1,6 +1,8 @@
 //! The watchdog: renews a lease in the background and says when it is lost.
 //!
-//! The lease is extended every TTL/3. If an extend finds the lock no longer ours, or
+//! The lease is extended every TTL/3 (a lock a release handed over with only what was
+//! left of the waiter lease first after a third of that; a fixed lease is then
+//! extended just that once, to its full length). If an extend finds the lock no longer ours, or
 //! Redis does not answer before the lease would end, the `lost` signal fires at once
 //! and the watchdog stops. The task ends the moment its guard is released or dropped.
 //! The user-facing account is the crate docs' `# Leases` section.
@@ -17,11 +19,24 @@ use crate::key::LockKey;
 use crate::store::LockStore;
 use crate::token::OwnerToken;
 
+/// What the watchdog does for a lease.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Renewals {
+    /// A renewed lease: renew it every third of its length while the guard lives;
+    /// `top_up`: a handed-over lock, which starts with only what was left of the
+    /// waiter lease, is first renewed after a third of that.
+    Periodic { top_up: bool },
+    /// A fixed lease handed over with only the waiter lease: extend it to the full
+    /// lease once, after a third of what it started with.
+    TopUpOnce,
+}
+
 /// Starts renewing the lease of `hold`. Returns the guard that stops it, or `None`
 /// outside a runtime (then nothing renews the lease).
 pub(crate) fn spawn<S: LockStore>(
     hold: &ReleaseOnDrop<S>,
     lease: Arc<LeaseState>,
+    renewals: Renewals,
 ) -> Option<DropGuard> {
     let runtime = Handle::try_current().ok()?;
     let stop = CancellationToken::new();
@@ -31,6 +46,7 @@ pub(crate) fn spawn<S: LockStore>(
         owner: hold.owner.clone(),
         lease,
         stop: stop.clone(),
+        renewals,
     };
     runtime.spawn(watchdog.run());
     Some(stop.drop_guard())
@@ -42,12 +58,19 @@ struct Watchdog<S: LockStore> {
     owner: OwnerToken,
     lease: Arc<LeaseState>,
     stop: CancellationToken,
+    renewals: Renewals,
 }
 
 impl<S: LockStore> Watchdog<S> {
     async fn run(self) {
         let period = self.lease.ttl.as_duration() / 3;
-        let mut pause = period;
+        let mut pause = match self.renewals {
+            Renewals::Periodic { top_up: false } => period,
+            // A handed-over lock runs on what was left of the waiter lease: extend it
+            // once a third of that has gone, as for any lease, so a short critical
+            // section (the common case) costs no extension at all.
+            Renewals::Periodic { top_up: true } | Renewals::TopUpOnce => self.lease.validity() / 3,
+        };
         loop {
             let until = self.lease.valid_until();
             let wake = Instant::now()
@@ -66,6 +89,7 @@ impl<S: LockStore> Watchdog<S> {
                 return;
             }
             pause = match self.renew().await {
+                Renewal::Done if matches!(self.renewals, Renewals::TopUpOnce) => return,
                 Renewal::Done => period,
                 Renewal::Retry => self.lease.ttl.as_duration() / 10,
                 Renewal::Lost => {

@@ -30,8 +30,10 @@ pub(crate) static TAKE: LazyLock<Script> = lock_script!("clock.lua", "grant.lua"
 pub(crate) static ACQUIRE: LazyLock<Script> =
     lock_script!("clock.lua", "grant.lua", "queue.lua", "acquire.lua");
 
-/// Release, handing the lock to the oldest live waiter; or leave the queue.
-pub(crate) static RELEASE: LazyLock<Script> = lock_script!("clock.lua", "queue.lua", "release.lua");
+/// Release, granting the lock to the oldest live waiter and telling it; or leave
+/// the queue.
+pub(crate) static RELEASE: LazyLock<Script> =
+    lock_script!("clock.lua", "grant.lua", "queue.lua", "release.lua");
 
 /// Pass a held lock to another owner of this process.
 pub(crate) static PASS: LazyLock<Script> = lock_script!("clock.lua", "grant.lua", "pass.lua");

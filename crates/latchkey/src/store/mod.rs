@@ -39,7 +39,7 @@ use crate::token::OwnerToken;
 ///
 /// ```
 /// use latchkey::store::Attempt;
-/// let a = Attempt::Busy { pttl: None, holder: None };
+/// let a = Attempt::Busy { pttl: None, holder: None, fence_floor: 0 };
 /// assert!(!matches!(a, Attempt::Acquired { .. }));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +60,10 @@ pub enum Attempt {
         /// The holder's owner value (full: mask it before showing it); `None` when
         /// the lock is free but owed to a fair waiter.
         holder: Option<String>,
+        /// From an attempt that joined (or stayed in) the queue: every fencing token
+        /// granted after it is larger, so a wake-up that hands this waiter a token at
+        /// or below it is stale (the lock it handed has been lost since). 0 otherwise.
+        fence_floor: u64,
     },
 }
 
@@ -111,7 +115,7 @@ pub struct AcquireRequest {
 /// let once = AcquireRequest { ttl: Ttl::DEFAULT, fair: false, queue_lease: None };
 /// if let Attempt::Acquired { fence, .. } = store.try_acquire(&key, &me, once).await? {
 ///     println!("fence {fence}");
-///     store.release(&key, &me, false).await?;
+///     store.release(&key, &me, None).await?;
 /// }
 /// # Ok(()) }
 /// ```
@@ -150,11 +154,12 @@ pub trait LockStore: Clone + Send + Sync + 'static {
         request: AcquireRequest,
     ) -> impl Future<Output = Result<Attempt>> + Send;
 
-    /// Frees `key` if it holds `owner`, handing it to the oldest live waiter (plain
-    /// or fair) and waking that one, or deleting the key when nobody waits; true when
-    /// it was `owner`'s. With `leaving`, first takes `owner` out of the wait queue (a
-    /// waiter that gives up or is cancelled). A harmless no-op otherwise, so it is
-    /// safe to repeat.
+    /// Frees `key` if it holds `owner`, granting it (with a fencing token) to the
+    /// oldest live waiter, plain or fair, and telling that one, or deleting the key
+    /// when nobody waits; true when it was `owner`'s. With `leaving`, the lease
+    /// `owner` asked for when it queued ([`AcquireRequest::ttl`]), first takes `owner`
+    /// out of the wait queue (a waiter that gives up or is cancelled). A harmless
+    /// no-op otherwise, so it is safe to repeat.
     ///
     /// # Errors
     ///
@@ -169,14 +174,14 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// ```no_run
     /// # use latchkey::store::{LockStore, SingleNode};
     /// # async fn demo(store: SingleNode, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
-    /// let was_ours = store.release(&key, &me, true).await?;
+    /// let was_ours = store.release(&key, &me, None).await?;
     /// # Ok(()) }
     /// ```
     fn release(
         &self,
         key: &LockKey,
         owner: &OwnerToken,
-        leaving: bool,
+        leaving: Option<Ttl>,
     ) -> impl Future<Output = Result<bool>> + Send;
 
     /// Hands `key`, held by `owner`, straight to `next` with a lease of `ttl` and a

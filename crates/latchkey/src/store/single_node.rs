@@ -236,23 +236,39 @@ impl LockStore for SingleNode {
             call.arg(if request.fair { "f" } else { "p" })
                 .arg(request.queue_lease.map_or(0, Ttl::as_millis));
         }
-        let (taken, value, holder, queued): (i64, i64, Option<String>, u64) =
+        // The fourth: others queued (granted), or the fence floor (refused).
+        let (taken, value, holder, fourth): (i64, i64, Option<String>, u64) =
             self.run(&call, key).await?;
         if taken == 1 {
             return Ok(Attempt::Acquired {
                 fence: u64::try_from(value).unwrap_or(0),
-                queued,
+                queued: fourth,
             });
         }
         let pttl = u64::try_from(value).ok().map(Duration::from_millis);
-        Ok(Attempt::Busy { pttl, holder })
+        Ok(Attempt::Busy {
+            pttl,
+            holder,
+            fence_floor: fourth,
+        })
     }
 
-    async fn release(&self, key: &LockKey, owner: &OwnerToken, leaving: bool) -> Result<bool> {
-        let keys = [key.as_str(), key.queue(), key.leases(), key.channel()];
+    async fn release(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        leaving: Option<Ttl>,
+    ) -> Result<bool> {
+        let keys = [
+            key.as_str(),
+            key.fence(),
+            key.queue(),
+            key.leases(),
+            key.channel(),
+        ];
         let mut call = lock_script(&scripts::RELEASE, &keys);
         call.arg(owner.as_str())
-            .arg(if leaving { "1" } else { "0" });
+            .arg(leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string()));
         self.run(&call, key).await
     }
 

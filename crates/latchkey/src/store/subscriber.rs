@@ -11,6 +11,7 @@
 //! confirmed again, [`Watch::is_live`] says so and waiters re-check on short timers.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -90,9 +91,46 @@ impl Watch {
     /// ```
     pub async fn notified(&self) {
         match &self.registration {
-            Some(registration) => registration.notify.notified().await,
+            Some(registration) => registration.wakeup.notify.notified().await,
             None => std::future::pending().await,
         }
+    }
+
+    /// The fencing token of the lock a release handed to this waiter, if one did
+    /// since the last call: the lock is then the waiter's, for what was left of its
+    /// waiter lease when the release ran, and it should extend the lease to its own.
+    /// Taken: the next call says `None` until another release names this waiter.
+    ///
+    /// ```no_run
+    /// # async fn demo(watch: latchkey::store::Watch) {
+    /// watch.notified().await;
+    /// if let Some(fence) = watch.take_handed() {
+    ///     println!("the lock is ours, fence {fence}");
+    /// }
+    /// # }
+    /// ```
+    pub fn take_handed(&self) -> Option<u64> {
+        let registration = self.registration.as_ref()?;
+        let fence = registration.wakeup.handed.swap(0, Ordering::AcqRel);
+        (fence > 0).then_some(fence)
+    }
+}
+
+/// What a release tells one waiter: wake up, and (from a release that granted it the
+/// lock) the fencing token it was granted.
+#[derive(Debug, Default)]
+struct Wakeup {
+    notify: Notify,
+    /// 0: nothing handed since the waiter last looked.
+    handed: AtomicU64,
+}
+
+impl Wakeup {
+    fn wake(&self, handed: Option<u64>) {
+        if let Some(fence) = handed {
+            self.handed.store(fence, Ordering::Release);
+        }
+        self.notify.notify_one();
     }
 }
 
@@ -101,7 +139,7 @@ struct Registration {
     shared: Weak<Shared>,
     channel: String,
     waiter: String,
-    notify: Arc<Notify>,
+    wakeup: Arc<Wakeup>,
 }
 
 impl Drop for Registration {
@@ -133,7 +171,7 @@ struct Shared {
 /// subscription since the connection last came up.
 #[derive(Debug, Default)]
 struct Channel {
-    waiters: HashMap<String, Arc<Notify>>,
+    waiters: HashMap<String, Arc<Wakeup>>,
     confirmed: bool,
 }
 
@@ -191,16 +229,16 @@ impl Subscriber {
     }
 
     fn register(&self, channel: &str, waiter: String) -> Watch {
-        let notify = Arc::new(Notify::new());
+        let wakeup = Arc::new(Wakeup::default());
         let mut channels = self.shared.lock_channels();
         let entry = channels.entry(channel.to_owned()).or_default();
-        entry.waiters.insert(waiter.clone(), notify.clone());
+        entry.waiters.insert(waiter.clone(), wakeup.clone());
         Watch {
             registration: Some(Registration {
                 shared: Arc::downgrade(&self.shared),
                 channel: channel.to_owned(),
                 waiter,
-                notify,
+                wakeup,
             }),
         }
     }
@@ -254,16 +292,23 @@ impl Shared {
         channels.keys().cloned().collect()
     }
 
-    fn wake(&self, channel: &str, waiter: &str) {
+    /// Wakes the waiter a release named in `message`: its id, and from a release that
+    /// granted it the lock, ':' and the fencing token (a bare id, from an older
+    /// release, only wakes it to re-check).
+    fn wake(&self, channel: &str, message: &str) {
+        let (waiter, handed) = match message.split_once(':') {
+            Some((waiter, fence)) => (waiter, fence.parse().ok().filter(|f| *f > 0)),
+            None => (message, None),
+        };
         let channels = self.lock_channels();
-        if let Some(notify) = channels.get(channel).and_then(|c| c.waiters.get(waiter)) {
-            notify.notify_one();
+        if let Some(wakeup) = channels.get(channel).and_then(|c| c.waiters.get(waiter)) {
+            wakeup.wake(handed);
         }
     }
 
     fn wake_all(&self) {
         for channel in self.lock_channels().values() {
-            channel.waiters.values().for_each(|n| n.notify_one());
+            channel.waiters.values().for_each(|w| w.wake(None));
         }
     }
 }
@@ -348,8 +393,8 @@ async fn serve(
             message = stream.next() => {
                 let Some(message) = message else { return true };
                 let Some(strong) = shared.upgrade() else { return false };
-                let waiter = String::from_utf8_lossy(message.get_payload_bytes());
-                strong.wake(message.get_channel_name(), &waiter);
+                let payload = String::from_utf8_lossy(message.get_payload_bytes());
+                strong.wake(message.get_channel_name(), &payload);
             }
             command = commands.recv() => {
                 let Some(command) = command else { return false };

@@ -12,11 +12,12 @@
 --          wait_ms.
 --
 -- Returns {1, fence, false, waiting} when the lock is ours (waiting: others still
--- in the queue) and {0, pttl, holder, 0} when not (see grant.lua).
+-- in the queue) and {0, pttl, holder, floor} when not (see grant.lua; floor 0 from
+-- a try that did not queue).
 
 local lock, fence_key, queue, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl, mode, wait_ms = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local member = mode .. token
+local member = queue_member(mode, ttl, token)
 
 -- A fair first try: a free lock with live waiters is owed to the first of them.
 local function try_fair_once()
@@ -52,12 +53,13 @@ local function try_in_line()
     end
   end
   -- NX keeps a waiter's place in line when it renews its lease.
+  local floor = last_fence(fence_key)
   local us, ms = server_time()
   redis.call('ZADD', queue, 'NX', us, member)
   redis.call('ZADD', leases, ms + wait_ms, member)
   keep_at_least(queue, wait_ms)
   keep_at_least(leases, wait_ms)
-  return busy(lock, holder)
+  return busy(lock, holder, math.max(floor, us))
 end
 
 if wait_ms == 0 then

@@ -37,13 +37,16 @@ end
 
 -- The replies to a try: the lock is ours with this fence (and `waiting` others are
 -- queued, so a task of our process gets it only by a bounded pass ahead), or it is
--- not: {0, pttl, holder, 0}, pttl -1 when held without expiry, -2 when free but
+-- not: {0, pttl, holder, floor}, pttl -1 when held without expiry, -2 when free but
 -- owed to a fair waiter (and then no holder). The holder lets the caller say who
--- holds it, and tell another library's holder, whose release wakes nobody.
+-- holds it, and tell another library's holder, whose release wakes nobody. `floor`
+-- (from a try that queued, else 0) is below every fencing token granted after this
+-- try: a wake-up handing the waiter a token at or below it comes from a handover
+-- that happened before, whose lock has been lost since.
 local function granted(fence, waiting)
   return {1, fence, false, waiting or 0}
 end
 
-local function busy(lock, holder)
-  return {0, redis.call('PTTL', lock), holder or false, 0}
+local function busy(lock, holder, floor)
+  return {0, redis.call('PTTL', lock), holder or false, floor or 0}
 end

@@ -1,7 +1,12 @@
--- The wait queue: a sorted set of waiters by arrival (score = server µs), each
--- member the waiter's mode ('f' fair, 'p' plain) and owner token, and beside it the
--- waiters' leases: the same members, score = when the lease ends (ms). Needs
--- clock.lua.
+-- The wait queue: a sorted set of waiters by arrival (score = server µs), and
+-- beside it the waiters' leases: the same members, score = when the lease ends (ms).
+-- A member is the waiter's mode ('f' fair, 'p' plain), the lock lease it asks for
+-- (ms), '/' and its owner token: "p30000/<token>". Needs clock.lua.
+
+-- The member for a waiter.
+local function queue_member(mode, ttl, token)
+  return mode .. ttl .. '/' .. token
+end
 
 -- Raises WRONGTYPE now, before any write, if the queue or the leases are not sorted
 -- sets. Returns how many are queued.

@@ -1,27 +1,30 @@
 -- Release a lock, handing it to the oldest live waiter, and (or only) leave its
--- queue. Needs clock.lua and queue.lua.
+-- queue. Needs clock.lua, grant.lua and queue.lua.
 --
--- KEYS[1]  the lock key.   KEYS[2]  the wait queue.   KEYS[3]  the waiters' leases.
--- KEYS[4]  the pub/sub channel on which a waiter hears "you're next" (the SHA-1 of
---          its token, so the token itself never crosses the channel).
--- ARGV     token, leaving: '1' = the caller may be queued, leave the queue first.
+-- KEYS[1]  the lock key.   KEYS[2]  its fencing counter.   KEYS[3]  the wait queue.
+-- KEYS[4]  the waiters' leases.
+-- KEYS[5]  the pub/sub channel on which a waiter hears "you're next": the message is
+--          the SHA-1 of its token (so the token itself never crosses the channel),
+--          ':' and the fencing token it was granted.
+-- ARGV     token, leaving: '' or, when the caller may be queued, the lock lease it
+--          asked for (ms): it leaves the queue first.
 --
 -- Returns 1 if the lock was ours (and is now handed over, or free), else 0.
 
-local lock, queue, leases, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, fence_key, queue, leases, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, leaving = ARGV[1], ARGV[2]
 
 local holder = redis.call('GET', lock)
 -- Nobody ever queued (the common case): no queue work, and EXISTS cannot fail on a
 -- key of another type the way the queue commands would.
-if leaving ~= '1' and holder == token and redis.call('EXISTS', queue) == 0 then
+if leaving == '' and holder == token and redis.call('EXISTS', queue) == 0 then
   redis.call('DEL', lock)
   return 1
 end
 check_queue(queue, leases)
-if leaving == '1' then
-  leave_queue(queue, leases, 'f' .. token)
-  leave_queue(queue, leases, 'p' .. token)
+if leaving ~= '' then
+  leave_queue(queue, leases, queue_member('f', leaving, token))
+  leave_queue(queue, leases, queue_member('p', leaving, token))
 end
 if holder ~= token then
   return 0
@@ -31,14 +34,20 @@ if not waiter then
   redis.call('DEL', lock)
   return 1
 end
+-- The lock passes straight to the oldest live waiter, plain or fair, with a fencing
+-- token, for the lease it asked for or what is left of its waiter lease, whichever
+-- is shorter (so a waiter that died costs no more than either): it starts as soon
+-- as it hears, and extends the lease to its own if it keeps the lock long enough.
+-- Freeing the lock instead would let a newcomer (often the releaser, back for more)
+-- take it first every time, and the waiter would starve.
+local waiter_ttl, waiter_token = string.match(waiter, '^%a(%d+)/(.+)$')
+if not waiter_token then
+  -- Queued by a latchkey before members carried the lease: mode and token only.
+  waiter_ttl, waiter_token = lease_left, string.sub(waiter, 2)
+end
+local fence = grant(lock, fence_key, waiter_token, math.min(lease_left, tonumber(waiter_ttl)))
 leave_queue(queue, leases, waiter)
--- The lock passes straight to the oldest live waiter, plain or fair, for as long as
--- its waiter lease still runs; it claims the lock with its full lease when it hears
--- of it. Freeing the lock instead would let a newcomer (often the releaser, back for
--- more) take it first every time, and the waiter would starve.
-local waiter_token = string.sub(waiter, 2)
-redis.call('SET', lock, waiter_token, 'PX', lease_left)
 -- pcall: the release has happened; an ACL user without rights on the channel must
 -- not turn it into an error (the waiter's timer then finds the lock instead).
-redis.pcall('PUBLISH', channel, redis.sha1hex(waiter_token))
+redis.pcall('PUBLISH', channel, redis.sha1hex(waiter_token) .. ':' .. string.format('%d', fence))
 return 1
