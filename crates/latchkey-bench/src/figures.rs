@@ -20,7 +20,7 @@ pub struct Report {
 pub struct Figures {
     /// `uncontended`, `contended`, `handoff` or `waiters`.
     pub scenario: String,
-    /// `latchkey`, `latchkey-fair`, `raw` or `rslock`.
+    /// `latchkey`, `latchkey-fair`, `raw`, `raw-fenced` or `rslock`.
     #[serde(rename = "impl")]
     pub implementation: String,
     /// Lock cycles (critical sections) per second; for `waiters`, grants per second.
