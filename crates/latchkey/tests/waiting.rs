@@ -267,19 +267,38 @@ async fn a_plain_release_wakes_one_waiter_not_the_herd() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_handed_lock_starts_without_a_claim_and_is_extended_to_its_lease() {
-    let (server, client) = common::start().await;
-    let holder = common::fixed(&client, "handed", Duration::from_secs(60))
+/// A holder of `name` (60 s lease) through `client`, and a waiter queued behind it
+/// through a client of its own (another process, as far as the lock can tell) that
+/// asks for `lease` and keeps its place with `waiter_lease`.
+async fn waiter_behind_holder(
+    server: &RedisServer,
+    client: &Client,
+    name: &str,
+    lease: Duration,
+    waiter_lease: Duration,
+) -> (
+    latchkey::MutexGuard,
+    tokio::task::JoinHandle<latchkey::Result<latchkey::MutexGuard>>,
+) {
+    let holder = common::fixed(client, name, Duration::from_secs(60))
         .try_lock()
         .await
         .unwrap();
-    // Another process waits, with a waiter lease far shorter than its lock lease.
     let other = Client::open(&server.url()).await.unwrap();
-    let waiter = common::fixed(&other, "handed", Duration::from_secs(60))
-        .with_waiter_lease(latchkey::Ttl::new(Duration::from_secs(3)).unwrap());
+    let waiter = common::fixed(&other, name, lease)
+        .with_waiter_lease(latchkey::Ttl::new(waiter_lease).unwrap());
     let waiting = tokio::spawn(async move { waiter.lock().await });
-    tokio::task::block_in_place(|| wait_for_queue(&server, "handed", 1));
+    tokio::task::block_in_place(|| wait_for_queue(server, name, 1));
+    (holder, waiting)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_lock_starts_without_a_claim_and_is_extended_to_its_lease() {
+    let (server, client) = common::start().await;
+    // Another process waits, with a waiter lease far shorter than its lock lease.
+    let lease = Duration::from_secs(60);
+    let (holder, waiting) =
+        waiter_behind_holder(&server, &client, "handed", lease, Duration::from_secs(3)).await;
     let mut conn = admin(&server);
     let mut wakeups = redis::Client::open(server.url())
         .unwrap()
@@ -320,17 +339,11 @@ async fn a_handed_lock_starts_without_a_claim_and_is_extended_to_its_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_handed_to_a_waiter_lasts_no_longer_than_the_lease_it_asked_for() {
     let (server, client) = common::start().await;
-    let holder = common::fixed(&client, "short", Duration::from_secs(60))
-        .try_lock()
-        .await
-        .unwrap();
     // The waiter asks for a 500 ms lease and keeps its place with a 5 s waiter lease:
     // if it dies holding the handed lock, that must cost 500 ms, not 5 s.
-    let other = Client::open(&server.url()).await.unwrap();
-    let waiter = common::fixed(&other, "short", Duration::from_millis(500))
-        .with_waiter_lease(latchkey::Ttl::new(Duration::from_secs(5)).unwrap());
-    let waiting = tokio::spawn(async move { waiter.lock().await });
-    tokio::task::block_in_place(|| wait_for_queue(&server, "short", 1));
+    let lease = Duration::from_millis(500);
+    let (holder, waiting) =
+        waiter_behind_holder(&server, &client, "short", lease, Duration::from_secs(5)).await;
     assert!(holder.release().await.unwrap());
     let guard = waiting.await.unwrap().unwrap();
     let pttl: i64 = admin(&server).pttl("short").unwrap();

@@ -311,15 +311,15 @@ async fn acquire_in_redis<S: LockStore>(
             () = watch.notified() => {}
             () = tokio::time::sleep(wait.cap(pause).max(MIN_PAUSE)) => {}
         }
-        if let Some((fence, sent)) = handed(watch, queued.as_ref(), &wait) {
+        if let Some(handover) = handed(watch, queued.as_ref(), &wait) {
             hold.state = HoldState::Held;
             // Who else waits is unknown: assume others do, so local passing stays bounded.
             hold.others_queued = true;
             return Ok(Won {
                 hold,
-                fence,
-                sent,
-                handed: Some(wait.waiter_lease),
+                fence: handover.fence,
+                sent: handover.sent,
+                handed: (!handover.in_full).then_some(wait.waiter_lease),
             });
         }
     }
@@ -334,17 +334,42 @@ struct Queued {
     fence_floor: u64,
 }
 
-/// The fencing token of a lock a release handed us after our last queued attempt,
-/// and when the waiter lease it was granted for began at the latest: the lock is ours
-/// with no claim and no round trip, if that lease surely still runs. Otherwise (a
-/// bare wake-up, a handover older than that attempt, whose lock has been lost since,
-/// or a lease too old to count on) the next attempt finds out.
-fn handed(watch: &Watch, queued: Option<&Queued>, wait: &Wait) -> Option<(u64, Instant)> {
+/// A lock a release handed us: its fencing token, when our last queued attempt was
+/// sent (its lease counts from then), and whether the release could grant the whole
+/// lease we asked for (else what was left of the waiter lease, to be extended).
+struct Handover {
+    fence: u64,
+    sent: Instant,
+    in_full: bool,
+}
+
+/// The lock a release handed us after our last queued attempt, if it did: ours with
+/// no claim and no round trip. `None` (the next attempt finds out) for a bare
+/// wake-up, a handover older than that attempt (its lock has been lost since), or one
+/// with less than a third of its lease left, too little to start work on: the next
+/// attempt finds the lock under our token and grants it afresh.
+fn handed(watch: &Watch, queued: Option<&Queued>, wait: &Wait) -> Option<Handover> {
     let fence = watch.take_handed()?;
     let queued = queued?;
-    let fresh = fence > queued.fence_floor;
-    let lasts = handed_valid_until(wait.ttl, wait.waiter_lease, queued.sent) > Instant::now();
-    (fresh && lasts).then_some((fence, queued.sent))
+    if fence <= queued.fence_floor {
+        return None;
+    }
+    let now = Instant::now();
+    let until = handed_valid_until(wait.ttl, wait.waiter_lease, queued.sent);
+    let shorter = wait.ttl.min(wait.waiter_lease).as_duration();
+    if until.saturating_duration_since(now) < shorter / 3 {
+        return None;
+    }
+    // What was left of the waiter lease when the release ran covered the whole lease.
+    let waiter_lease_left = wait
+        .waiter_lease
+        .valid_until(queued.sent)
+        .saturating_duration_since(now);
+    Some(Handover {
+        fence,
+        sent: queued.sent,
+        in_full: waiter_lease_left >= wait.ttl.as_duration(),
+    })
 }
 
 /// Listens for the lock's wake-ups, within the wait (`None` if its deadline cut the

@@ -19,7 +19,7 @@ use redis::Script;
 /// A lock script: the helper files it needs, then its own file, all under `lock/`.
 macro_rules! lock_script {
     ($($file:literal),+) => {
-        LazyLock::new(|| Script::new(concat!($(include_str!(concat!("lock/", $file))),+)))
+        LazyLock::new(|| Script::new(concat!($(include_str!(concat!("lock/", $file)), "\n"),+)))
     };
 }
 

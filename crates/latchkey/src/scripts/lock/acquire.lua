@@ -25,13 +25,14 @@ local function try_fair_once()
   if holder and holder ~= token then
     return busy(lock, holder)
   end
+  local last, us = before_grant(fence_key)
   if not holder then
     check_queue(queue, leases)
     if next_live_waiter(queue, leases) then
       return busy(lock, nil)
     end
   end
-  return granted(grant(lock, fence_key, token, ttl))
+  return granted(grant(lock, fence_key, token, ttl, last, us))
 end
 
 -- A try from the queue: the lock may have been handed to us, and a fair waiter
@@ -39,27 +40,26 @@ end
 local function try_in_line()
   local holder = redis.call('GET', lock)
   local queued = check_queue(queue, leases)
+  local last, us = before_grant(fence_key)
   if holder == token then
     -- Handed over: the release took us out of the queue already.
-    return granted(grant(lock, fence_key, token, ttl), queued)
+    return granted(grant(lock, fence_key, token, ttl, last, us), queued)
   end
   if not holder then
     -- Plain waiters may barge; fair ones only take a free lock nobody waits ahead for.
     local head = mode == 'f' and next_live_waiter(queue, leases)
     if not head or head == member then
-      local fence = grant(lock, fence_key, token, ttl)
+      local fence = grant(lock, fence_key, token, ttl, last, us)
       leave_queue(queue, leases, member)
       return granted(fence, redis.call('ZCARD', queue))
     end
   end
   -- NX keeps a waiter's place in line when it renews its lease.
-  local floor = last_fence(fence_key)
-  local us, ms = server_time()
   redis.call('ZADD', queue, 'NX', us, member)
-  redis.call('ZADD', leases, ms + wait_ms, member)
+  redis.call('ZADD', leases, math.floor(us / 1000) + wait_ms, member)
   keep_at_least(queue, wait_ms)
   keep_at_least(leases, wait_ms)
-  return busy(lock, holder, math.max(floor, us))
+  return busy(lock, holder, math.max(last, us))
 end
 
 if wait_ms == 0 then

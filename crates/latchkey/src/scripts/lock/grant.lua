@@ -1,8 +1,8 @@
 -- Granting a lock, and the two replies to a try: granted or busy. Needs clock.lua.
 --
--- A script that fails halfway is not rolled back, so `grant` does every read that
--- can fail (a counter that is not a number, a TIME the ACL forbids) before its
--- first write, and callers call it before writing anything themselves.
+-- A script that fails halfway is not rolled back, so what a grant must read, and
+-- what can fail (a counter that is not a number, a TIME the ACL forbids), is read by
+-- `before_grant` before the script's first write; `grant` itself only writes.
 
 -- The last fencing token handed out (0 if the counter is gone). Raises if the
 -- counter holds something that is not a count.
@@ -18,6 +18,14 @@ local function last_fence(fence_key)
   return last
 end
 
+-- What a grant reads: the last fencing token and the server clock (µs). Call it
+-- before the script's first write.
+local function before_grant(fence_key)
+  local last = last_fence(fence_key)
+  local us = server_time()
+  return last, us
+end
+
 -- Makes `lock` `token`'s for `ttl` ms (a fresh take, or a claim of a lock that
 -- holds `token` already: a release handed it over, or an earlier request with this
 -- token whose reply was lost set it) and hands out the next fencing token:
@@ -25,10 +33,8 @@ end
 -- was (an RDB snapshot, an AOF that lost its tail, a replica that missed writes) or
 -- lost altogether still yields a token above every earlier one, as long as the server
 -- clock never steps back past the last token. So the counter may expire with the
--- lease it fenced.
-local function grant(lock, fence_key, token, ttl)
-  local last = last_fence(fence_key)
-  local us = server_time()
+-- lease it fenced. `last` and `us` come from `before_grant`.
+local function grant(lock, fence_key, token, ttl, last, us)
   redis.call('SET', lock, token, 'PX', ttl)
   local fence = math.max(last + 1, us)
   redis.call('SET', fence_key, string.format('%d', fence), 'PX', ttl)

@@ -16,7 +16,7 @@ local token, next_token, ttl, ahead = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
 local holder = redis.call('GET', lock)
 if holder == next_token then
-  return grant(lock, fence_key, next_token, ttl)
+  return grant(lock, fence_key, next_token, ttl, before_grant(fence_key))
 end
 if holder ~= token then
   return 0
@@ -27,4 +27,4 @@ end
 if ahead == '1' and string.sub(redis.call('ZRANGE', queue, 0, 0)[1] or '', 1, 1) == 'f' then
   return 0
 end
-return grant(lock, fence_key, next_token, ttl)
+return grant(lock, fence_key, next_token, ttl, before_grant(fence_key))

@@ -22,6 +22,7 @@ if leaving == '' and holder == token and redis.call('EXISTS', queue) == 0 then
   return 1
 end
 check_queue(queue, leases)
+local last, us = before_grant(fence_key)
 if leaving ~= '' then
   leave_queue(queue, leases, queue_member('f', leaving, token))
   leave_queue(queue, leases, queue_member('p', leaving, token))
@@ -45,7 +46,8 @@ if not waiter_token then
   -- Queued by a latchkey before members carried the lease: mode and token only.
   waiter_ttl, waiter_token = lease_left, string.sub(waiter, 2)
 end
-local fence = grant(lock, fence_key, waiter_token, math.min(lease_left, tonumber(waiter_ttl)))
+local ttl = math.min(lease_left, tonumber(waiter_ttl))
+local fence = grant(lock, fence_key, waiter_token, ttl, last, us)
 leave_queue(queue, leases, waiter)
 -- pcall: the release has happened; an ACL user without rights on the channel must
 -- not turn it into an error (the waiter's timer then finds the lock instead).

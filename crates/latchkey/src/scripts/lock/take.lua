@@ -19,4 +19,4 @@ local holder = redis.call('GET', lock)
 if holder and holder ~= token then
   return busy(lock, holder)
 end
-return granted(grant(lock, fence_key, token, ttl))
+return granted(grant(lock, fence_key, token, ttl, before_grant(fence_key)))
