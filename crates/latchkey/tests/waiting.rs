@@ -316,7 +316,8 @@ async fn a_handed_lock_starts_without_a_claim_and_is_extended_to_its_lease() {
         .unwrap()
         .unwrap();
     let payload: String = message.get_payload().unwrap();
-    let (_, published) = payload.split_once(':').unwrap();
+    // `sha1(token):fence:waiter_lease_end`
+    let published = payload.split(':').nth(1).unwrap();
     assert_eq!(guard.fence(), published.parse::<u64>().unwrap());
     assert!(guard.fence() > first_fence);
     // It starts with what was left of its 3 s waiter lease, then extends to its own 60 s.
@@ -349,6 +350,43 @@ async fn a_lock_handed_to_a_waiter_lasts_no_longer_than_the_lease_it_asked_for()
     let pttl: i64 = admin(&server).pttl("short").unwrap();
     assert!(0 < pttl && pttl <= 500, "handed over for {pttl} ms");
     assert!(guard.valid_until() <= Instant::now() + Duration::from_millis(500));
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handover_from_a_server_that_lost_the_waiters_renewal_is_claimed_again() {
+    let (server, client) = common::start().await;
+    let lease = Duration::from_secs(60);
+    let (holder, waiting) =
+        waiter_behind_holder(&server, &client, "amnesia", lease, Duration::from_secs(3)).await;
+    // The server "restarts from older state": the waiter's lease entry ends earlier
+    // than the one its last attempt wrote.
+    let mut conn = admin(&server);
+    let leases = "{amnesia}:lk:leases";
+    let (member, end): (String, f64) = {
+        let entries: Vec<(String, f64)> = conn.zrange_withscores(leases, 0, 0).unwrap();
+        entries.into_iter().next().unwrap()
+    };
+    let _: () = conn.zadd(leases, &member, end - 500.0).unwrap();
+    let mut wakeups = redis::Client::open(server.url())
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .unwrap();
+    wakeups.subscribe("{amnesia}:lk:wake").await.unwrap();
+    assert!(holder.release().await.unwrap());
+    let message = tokio::time::timeout(Duration::from_secs(1), wakeups.on_message().next())
+        .await
+        .unwrap()
+        .unwrap();
+    let payload: String = message.get_payload().unwrap();
+    let handed: u64 = payload.split(':').nth(1).unwrap().parse().unwrap();
+    // The waiter does not trust that handover: its next try finds the lock under its
+    // token and grants it afresh, with a newer fence and its full lease.
+    let guard = waiting.await.unwrap().unwrap();
+    assert!(guard.fence() > handed, "{} vs {handed}", guard.fence());
+    let pttl: i64 = conn.pttl("amnesia").unwrap();
+    assert!(pttl > 10_000, "pttl {pttl} ms");
     assert!(guard.release().await.unwrap());
 }
 

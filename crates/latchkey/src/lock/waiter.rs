@@ -267,9 +267,14 @@ async fn acquire_in_redis<S: LockStore>(
                 pttl,
                 holder,
                 fence_floor,
+                waiter_lease_end,
             }) => {
                 if request.queue_lease.is_some() {
-                    queued = Some(Queued { sent, fence_floor });
+                    queued = Some(Queued {
+                        sent,
+                        fence_floor,
+                        waiter_lease_end,
+                    });
                 }
                 let at = Instant::now();
                 (seen, failure) = (Seen { pttl, holder, at }, None);
@@ -332,6 +337,8 @@ struct Queued {
     sent: Instant,
     /// Every fencing token granted after it is larger.
     fence_floor: u64,
+    /// When the waiter lease it set ends (server ms).
+    waiter_lease_end: u64,
 }
 
 /// A lock a release handed us: its fencing token, when our last queued attempt was
@@ -345,13 +352,16 @@ struct Handover {
 
 /// The lock a release handed us after our last queued attempt, if it did: ours with
 /// no claim and no round trip. `None` (the next attempt finds out) for a bare
-/// wake-up, a handover older than that attempt (its lock has been lost since), or one
-/// with less than a third of its lease left, too little to start work on: the next
-/// attempt finds the lock under our token and grants it afresh.
+/// wake-up, a handover older than that attempt (its lock has been lost since), one
+/// from a server that lost that attempt (restarted from older state, so the waiter
+/// lease it granted from may be shorter than we count on), or one with less than a
+/// third of its lease left, too little to start work on: the next attempt finds the
+/// lock under our token and grants it afresh.
 fn handed(watch: &Watch, queued: Option<&Queued>, wait: &Wait) -> Option<Handover> {
-    let fence = watch.take_handed()?;
+    let handed = watch.take_handed()?;
     let queued = queued?;
-    if fence <= queued.fence_floor {
+    let fence = handed.fence;
+    if fence <= queued.fence_floor || handed.waiter_lease_end < queued.waiter_lease_end {
         return None;
     }
     let now = Instant::now();

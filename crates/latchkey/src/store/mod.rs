@@ -20,7 +20,7 @@ use std::time::Duration;
 
 pub use connection::Connection;
 pub use single_node::SingleNode;
-pub use subscriber::Watch;
+pub use subscriber::{Handed, Watch};
 
 /// How long to wait for a TCP (and TLS) connection before calling Redis unreachable.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -39,7 +39,7 @@ use crate::token::OwnerToken;
 ///
 /// ```
 /// use latchkey::store::Attempt;
-/// let a = Attempt::Busy { pttl: None, holder: None, fence_floor: 0 };
+/// let a = Attempt::Busy { pttl: None, holder: None, fence_floor: 0, waiter_lease_end: 0 };
 /// assert!(!matches!(a, Attempt::Acquired { .. }));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +64,10 @@ pub enum Attempt {
         /// granted after it is larger, so a wake-up that hands this waiter a token at
         /// or below it is stale (the lock it handed has been lost since). 0 otherwise.
         fence_floor: u64,
+        /// From an attempt that joined (or stayed in) the queue: when the waiter lease
+        /// it set ends (server ms). A wake-up whose [`Handed::waiter_lease_end`] is
+        /// older comes from a server that lost this attempt. 0 otherwise.
+        waiter_lease_end: u64,
     },
 }
 

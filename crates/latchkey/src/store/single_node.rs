@@ -237,7 +237,7 @@ impl LockStore for SingleNode {
                 .arg(request.queue_lease.map_or(0, Ttl::as_millis));
         }
         // The fourth: others queued (granted), or the fence floor (refused).
-        let (taken, value, holder, fourth): (i64, i64, Option<String>, u64) =
+        let (taken, value, holder, fourth, waiter_lease_end): (i64, i64, Option<String>, u64, u64) =
             self.run(&call, key).await?;
         if taken == 1 {
             return Ok(Attempt::Acquired {
@@ -250,6 +250,7 @@ impl LockStore for SingleNode {
             pttl,
             holder,
             fence_floor: fourth,
+            waiter_lease_end,
         })
     }
 

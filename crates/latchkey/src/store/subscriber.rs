@@ -11,7 +11,6 @@
 //! confirmed again, [`Watch::is_live`] says so and waiters re-check on short timers.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -96,39 +95,62 @@ impl Watch {
         }
     }
 
-    /// The fencing token of the lock a release handed to this waiter, if one did
-    /// since the last call: the lock is then the waiter's, for what was left of its
-    /// waiter lease when the release ran, and it should extend the lease to its own.
-    /// Taken: the next call says `None` until another release names this waiter.
+    /// The lock a release handed to this waiter, if one did since the last call: the
+    /// lock is then the waiter's, for the lease it asked for or what was left of its
+    /// waiter lease when the release ran, whichever was shorter. Taken: the next call
+    /// says `None` until another release names this waiter.
     ///
     /// ```no_run
     /// # async fn demo(watch: latchkey::store::Watch) {
     /// watch.notified().await;
-    /// if let Some(fence) = watch.take_handed() {
-    ///     println!("the lock is ours, fence {fence}");
+    /// if let Some(handed) = watch.take_handed() {
+    ///     println!("the lock is ours, fence {}", handed.fence);
     /// }
     /// # }
     /// ```
-    pub fn take_handed(&self) -> Option<u64> {
+    pub fn take_handed(&self) -> Option<Handed> {
         let registration = self.registration.as_ref()?;
-        let fence = registration.wakeup.handed.swap(0, Ordering::AcqRel);
-        (fence > 0).then_some(fence)
+        let mut handed = registration
+            .wakeup
+            .handed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        handed.take()
     }
 }
 
+/// A lock a release handed to a waiter, as the wake-up message told it.
+///
+/// ```
+/// # fn demo(handed: latchkey::store::Handed) {
+/// println!("fence {}, waiter lease ended at {} ms", handed.fence, handed.waiter_lease_end);
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Handed {
+    /// The fencing token the release granted.
+    pub fence: u64,
+    /// When the waiter's lease ended as the release saw it (server ms): the handed
+    /// lock lasts no longer. Older than the end the waiter's own last queued attempt
+    /// set means the server lost that attempt (it restarted from older state), and
+    /// the lock may end sooner than the waiter would count on.
+    pub waiter_lease_end: u64,
+}
+
 /// What a release tells one waiter: wake up, and (from a release that granted it the
-/// lock) the fencing token it was granted.
+/// lock) what it was handed.
 #[derive(Debug, Default)]
 struct Wakeup {
     notify: Notify,
-    /// 0: nothing handed since the waiter last looked.
-    handed: AtomicU64,
+    /// `None`: nothing handed since the waiter last looked.
+    handed: Mutex<Option<Handed>>,
 }
 
 impl Wakeup {
-    fn wake(&self, handed: Option<u64>) {
-        if let Some(fence) = handed {
-            self.handed.store(fence, Ordering::Release);
+    fn wake(&self, handed: Option<Handed>) {
+        if handed.is_some() {
+            *self.handed.lock().unwrap_or_else(|p| p.into_inner()) = handed;
         }
         self.notify.notify_one();
     }
@@ -292,13 +314,19 @@ impl Shared {
         channels.keys().cloned().collect()
     }
 
-    /// Wakes the waiter a release named in `message`: its id, and from a release that
-    /// granted it the lock, ':' and the fencing token (a bare id, from an older
-    /// release, only wakes it to re-check).
+    /// Wakes the waiter a release named in `message`: `id:fence:waiter_lease_end`
+    /// from a release that granted it the lock; anything else only wakes it to
+    /// re-check.
     fn wake(&self, channel: &str, message: &str) {
-        let (waiter, handed) = match message.split_once(':') {
-            Some((waiter, fence)) => (waiter, fence.parse().ok().filter(|f| *f > 0)),
-            None => (message, None),
+        let mut parts = message.split(':');
+        let waiter = parts.next().unwrap_or_default();
+        let mut number = || parts.next().and_then(|n| n.parse::<u64>().ok());
+        let handed = match (number(), number()) {
+            (Some(fence), Some(waiter_lease_end)) if fence > 0 => Some(Handed {
+                fence,
+                waiter_lease_end,
+            }),
+            _ => None,
         };
         let channels = self.lock_channels();
         if let Some(wakeup) = channels.get(channel).and_then(|c| c.waiters.get(waiter)) {

@@ -11,9 +11,9 @@
 --          does not queue; > 0 = join or stay in the queue with a waiter lease of
 --          wait_ms.
 --
--- Returns {1, fence, false, waiting} when the lock is ours (waiting: others still
--- in the queue) and {0, pttl, holder, floor} when not (see grant.lua; floor 0 from
--- a try that did not queue).
+-- Returns {1, fence, false, waiting, 0} when the lock is ours (waiting: others
+-- still in the queue) and {0, pttl, holder, floor, lease_end} when not (see
+-- grant.lua; floor and lease_end 0 from a try that did not queue).
 
 local lock, fence_key, queue, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl, mode, wait_ms = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
@@ -55,11 +55,12 @@ local function try_in_line()
     end
   end
   -- NX keeps a waiter's place in line when it renews its lease.
+  local lease_end = math.floor(us / 1000) + wait_ms
   redis.call('ZADD', queue, 'NX', us, member)
-  redis.call('ZADD', leases, math.floor(us / 1000) + wait_ms, member)
+  redis.call('ZADD', leases, lease_end, member)
   keep_at_least(queue, wait_ms)
   keep_at_least(leases, wait_ms)
-  return busy(lock, holder, math.max(last, us))
+  return busy(lock, holder, math.max(last, us), lease_end)
 end
 
 if wait_ms == 0 then

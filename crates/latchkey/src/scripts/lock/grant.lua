@@ -43,16 +43,19 @@ end
 
 -- The replies to a try: the lock is ours with this fence (and `waiting` others are
 -- queued, so a task of our process gets it only by a bounded pass ahead), or it is
--- not: {0, pttl, holder, floor}, pttl -1 when held without expiry, -2 when free but
--- owed to a fair waiter (and then no holder). The holder lets the caller say who
--- holds it, and tell another library's holder, whose release wakes nobody. `floor`
--- (from a try that queued, else 0) is below every fencing token granted after this
--- try: a wake-up handing the waiter a token at or below it comes from a handover
--- that happened before, whose lock has been lost since.
+-- not: {0, pttl, holder, floor, lease_end}, pttl -1 when held without expiry, -2
+-- when free but owed to a fair waiter (and then no holder). The holder lets the
+-- caller say who holds it, and tell another library's holder, whose release wakes
+-- nobody. From a try that queued (else 0): `floor` is below every fencing token
+-- granted after this try, so a wake-up handing the waiter a token at or below it
+-- comes from a handover that happened before, whose lock has been lost since;
+-- `lease_end` is when the waiter lease this try set ends (server ms), so a wake-up
+-- from a release that saw an older end (a server restored from older state) is
+-- not trusted either.
 local function granted(fence, waiting)
-  return {1, fence, false, waiting or 0}
+  return {1, fence, false, waiting or 0, 0}
 end
 
-local function busy(lock, holder, floor)
-  return {0, redis.call('PTTL', lock), holder or false, floor or 0}
+local function busy(lock, holder, floor, lease_end)
+  return {0, redis.call('PTTL', lock), holder or false, floor or 0, lease_end or 0}
 end

@@ -21,9 +21,9 @@ local function leave_queue(queue, leases, member)
   end
 end
 
--- The oldest waiter whose lease has not ended, and what is left of its lease (ms);
--- dead ones are dropped on the way, so a crashed waiter delays the line by at most
--- its waiter lease.
+-- The oldest waiter whose lease has not ended, what is left of its lease (ms) and
+-- when it ends (server ms); dead ones are dropped on the way, so a crashed waiter
+-- delays the line by at most its waiter lease.
 local function next_live_waiter(queue, leases)
   local now
   while true do
@@ -37,7 +37,7 @@ local function next_live_waiter(queue, leases)
     end
     local ends = tonumber(redis.call('ZSCORE', leases, head) or 0)
     if ends > now then
-      return head, ends - now
+      return head, ends - now, ends
     end
     leave_queue(queue, leases, head)
   end

@@ -5,7 +5,8 @@
 -- KEYS[4]  the waiters' leases.
 -- KEYS[5]  the pub/sub channel on which a waiter hears "you're next": the message is
 --          the SHA-1 of its token (so the token itself never crosses the channel),
---          ':' and the fencing token it was granted.
+--          the fencing token it was granted and when its waiter lease ends (server
+--          ms, as this release saw it), joined by ':'.
 -- ARGV     token, leaving: '' or, when the caller may be queued, the lock lease it
 --          asked for (ms): it leaves the queue first.
 --
@@ -30,7 +31,7 @@ end
 if holder ~= token then
   return 0
 end
-local waiter, lease_left = next_live_waiter(queue, leases)
+local waiter, lease_left, lease_end = next_live_waiter(queue, leases)
 if not waiter then
   redis.call('DEL', lock)
   return 1
@@ -51,5 +52,6 @@ local fence = grant(lock, fence_key, waiter_token, ttl, last, us)
 leave_queue(queue, leases, waiter)
 -- pcall: the release has happened; an ACL user without rights on the channel must
 -- not turn it into an error (the waiter's timer then finds the lock instead).
-redis.pcall('PUBLISH', channel, redis.sha1hex(waiter_token) .. ':' .. string.format('%d', fence))
+local told = string.format('%s:%d:%d', redis.sha1hex(waiter_token), fence, lease_end)
+redis.pcall('PUBLISH', channel, told)
 return 1

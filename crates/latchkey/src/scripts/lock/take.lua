@@ -8,7 +8,8 @@
 -- KEYS[2]  the fencing counter: the last token handed out, expiring with the lease.
 -- ARGV     token, ttl_ms.
 --
--- Returns {1, fence, false, 0} when the lock is ours, {0, pttl, holder, 0} when not.
+-- Returns {1, fence, false, 0, 0} when the lock is ours, {0, pttl, holder, 0, 0}
+-- when not (see grant.lua).
 
 local lock, fence_key = KEYS[1], KEYS[2]
 local token, ttl = ARGV[1], ARGV[2]
