@@ -118,8 +118,9 @@
 //!    guard extends the lease to the mutex's own if it keeps the lock for a third of
 //!    what it started with. Nobody else wakes up, and no newcomer can take the lock in
 //!    between. A message from a handover older than the waiter's last renewal (the
-//!    lock it handed was lost since) is recognised by its token and only makes the
-//!    waiter re-check.
+//!    lock it handed was lost since) is recognised by its fencing token, and one from
+//!    a server restored from older state by the waiter lease it saw; either only makes
+//!    the waiter try again, which grants it the lock afresh if it is still its.
 //! 4. A waiter also re-checks on a timer: the holder's remaining lease or a third of
 //!    its waiter lease, whichever is shorter. So a lost message or a holder that
 //!    crashed costs it at most that. A lock held by another library (whose release
