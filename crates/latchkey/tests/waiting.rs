@@ -292,6 +292,31 @@ async fn waiter_behind_holder(
     (holder, waiting)
 }
 
+/// Releases `holder` of `lock` and returns the fencing token its release granted the
+/// next waiter, read from the wake-up it published (`sha1(token):fence:lease_end`).
+async fn release_and_read_handover(
+    server: &RedisServer,
+    lock: &str,
+    holder: latchkey::MutexGuard,
+) -> u64 {
+    let mut wakeups = redis::Client::open(server.url())
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .unwrap();
+    wakeups
+        .subscribe(format!("{{{lock}}}:lk:wake"))
+        .await
+        .unwrap();
+    assert!(holder.release().await.unwrap());
+    let message = tokio::time::timeout(Duration::from_secs(1), wakeups.on_message().next())
+        .await
+        .unwrap()
+        .unwrap();
+    let payload: String = message.get_payload().unwrap();
+    payload.split(':').nth(1).unwrap().parse().unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handed_lock_starts_without_a_claim_and_is_extended_to_its_lease() {
     let (server, client) = common::start().await;
@@ -300,25 +325,12 @@ async fn a_handed_lock_starts_without_a_claim_and_is_extended_to_its_lease() {
     let (holder, waiting) =
         waiter_behind_holder(&server, &client, "handed", lease, Duration::from_secs(3)).await;
     let mut conn = admin(&server);
-    let mut wakeups = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
-    wakeups.subscribe("{handed}:lk:wake").await.unwrap();
     let first_fence = holder.fence();
-    assert!(holder.release().await.unwrap());
+    let published = release_and_read_handover(&server, "handed", holder).await;
     let guard = waiting.await.unwrap().unwrap();
     // The release granted the lock and published its fence; the waiter holds with
     // that fence, so it ran no claim (a claim would have drawn a newer one).
-    let message = tokio::time::timeout(Duration::from_secs(1), wakeups.on_message().next())
-        .await
-        .unwrap()
-        .unwrap();
-    let payload: String = message.get_payload().unwrap();
-    // `sha1(token):fence:waiter_lease_end`
-    let published = payload.split(':').nth(1).unwrap();
-    assert_eq!(guard.fence(), published.parse::<u64>().unwrap());
+    assert_eq!(guard.fence(), published);
     assert!(guard.fence() > first_fence);
     // It starts with what was left of its 3 s waiter lease, then extends to its own 60 s.
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -368,19 +380,7 @@ async fn a_handover_from_a_server_that_lost_the_waiters_renewal_is_claimed_again
         entries.into_iter().next().unwrap()
     };
     let _: () = conn.zadd(leases, &member, end - 500.0).unwrap();
-    let mut wakeups = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
-    wakeups.subscribe("{amnesia}:lk:wake").await.unwrap();
-    assert!(holder.release().await.unwrap());
-    let message = tokio::time::timeout(Duration::from_secs(1), wakeups.on_message().next())
-        .await
-        .unwrap()
-        .unwrap();
-    let payload: String = message.get_payload().unwrap();
-    let handed: u64 = payload.split(':').nth(1).unwrap().parse().unwrap();
+    let handed = release_and_read_handover(&server, "amnesia", holder).await;
     // The waiter does not trust that handover: its next try finds the lock under its
     // token and grants it afresh, with a newer fence and its full lease.
     let guard = waiting.await.unwrap().unwrap();
