@@ -45,16 +45,13 @@ impl<S: LockStore> MutexGuard<S> {
         let Won {
             hold,
             fence,
-            sent,
-            handed,
+            valid_until,
+            top_up,
         } = won;
-        let state = Arc::new(match handed {
-            None => LeaseState::new(lease.ttl(), sent),
-            Some(waiter_lease) => LeaseState::handed(lease.ttl(), waiter_lease, sent),
-        });
+        let state = Arc::new(LeaseState::new(lease.ttl(), valid_until));
         // A fixed lease needs no task (`lost()` watches the clock itself) unless it
         // was handed over with only the waiter lease and must be extended once.
-        let renewals = match (lease.is_renewed(), handed.is_some()) {
+        let renewals = match (lease.is_renewed(), top_up) {
             (true, top_up) => Some(Renewals::Periodic { top_up }),
             (false, true) => Some(Renewals::TopUpOnce),
             (false, false) => None,

@@ -38,21 +38,11 @@ pub(crate) struct LeaseState {
 }
 
 impl LeaseState {
-    /// A lease granted for a request sent at `sent`.
-    pub(crate) fn new(ttl: Ttl, sent: Instant) -> Self {
+    /// A lease of `ttl` (renewals ask for that) that is surely ours until `valid_until`.
+    pub(crate) fn new(ttl: Ttl, valid_until: Instant) -> Self {
         LeaseState {
             ttl,
-            valid_until: StdMutex::new(ttl.valid_until(sent)),
-            lost: CancellationToken::new(),
-        }
-    }
-
-    /// The lease of a lock a release handed over (see [`handed_valid_until`]).
-    pub(crate) fn handed(ttl: Ttl, waiter_lease: Ttl, queued: Instant) -> Self {
-        let until = handed_valid_until(ttl, waiter_lease, queued);
-        LeaseState {
-            ttl,
-            valid_until: StdMutex::new(until),
+            valid_until: StdMutex::new(valid_until),
             lost: CancellationToken::new(),
         }
     }
@@ -116,14 +106,4 @@ impl LeaseState {
             }
         }
     }
-}
-
-/// Until when a lock a release handed over is surely ours: the release granted it for
-/// the lease asked for (`ttl`) or what was left of the waiter lease, whichever was
-/// shorter, and the attempt sent at `queued` had (re)started that waiter lease before
-/// the release ran. So both count from `queued`.
-pub(crate) fn handed_valid_until(ttl: Ttl, waiter_lease: Ttl, queued: Instant) -> Instant {
-    waiter_lease
-        .valid_until(queued)
-        .min(ttl.valid_until(queued))
 }

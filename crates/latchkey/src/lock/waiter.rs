@@ -20,7 +20,6 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::backoff::Backoff;
-use super::held::handed_valid_until;
 use super::local::{LocalLocks, Passed, Turn};
 use super::local_turn::LocalTurn;
 use super::release_on_drop::{HoldState, ReleaseOnDrop};
@@ -74,16 +73,15 @@ impl Wait {
     }
 }
 
-/// A lock that is ours: the hold (held), its fencing token, and when the winning
-/// request was sent (the lease counts from then).
+/// A lock that is ours: the hold (held), its fencing token, and until when it surely
+/// is (counted from when the winning request was sent).
 pub(crate) struct Won<S: LockStore> {
     pub(crate) hold: ReleaseOnDrop<S>,
     pub(crate) fence: u64,
-    pub(crate) sent: Instant,
-    /// Set for a lock a release handed over: the waiter lease it was granted for
-    /// (what was left of it then, counted from `sent`, the last queued attempt), which
-    /// the guard extends to the mutex's lease.
-    pub(crate) handed: Option<Ttl>,
+    pub(crate) valid_until: Instant,
+    /// A release handed it over with only what was left of the waiter lease: the
+    /// guard extends it to the mutex's lease.
+    pub(crate) top_up: bool,
 }
 
 /// Takes the lock: from a task of this process that holds it (`local`, plain locks
@@ -144,8 +142,8 @@ async fn wait_for_local_pass<S: LockStore>(
         FromLocal::Passed(Won {
             hold,
             fence: passed.fence,
-            sent: passed.sent,
-            handed: None,
+            valid_until: wait.ttl.valid_until(passed.sent),
+            top_up: false,
         })
     };
     let period = wait.waiter_lease.as_duration() / 3;
@@ -259,8 +257,8 @@ async fn acquire_in_redis<S: LockStore>(
                 return Ok(Won {
                     hold,
                     fence,
-                    sent,
-                    handed: None,
+                    valid_until: wait.ttl.valid_until(sent),
+                    top_up: false,
                 });
             }
             Ok(Attempt::Busy {
@@ -323,8 +321,8 @@ async fn acquire_in_redis<S: LockStore>(
             return Ok(Won {
                 hold,
                 fence: handover.fence,
-                sent: handover.sent,
-                handed: (!handover.in_full).then_some(wait.waiter_lease),
+                valid_until: handover.valid_until,
+                top_up: !handover.in_full,
             });
         }
     }
@@ -341,12 +339,12 @@ struct Queued {
     waiter_lease_end: u64,
 }
 
-/// A lock a release handed us: its fencing token, when our last queued attempt was
-/// sent (its lease counts from then), and whether the release could grant the whole
-/// lease we asked for (else what was left of the waiter lease, to be extended).
+/// A lock a release handed us: its fencing token, until when it is surely ours, and
+/// whether the release could grant the whole lease we asked for (else what was left
+/// of the waiter lease, to be extended).
 struct Handover {
     fence: u64,
-    sent: Instant,
+    valid_until: Instant,
     in_full: bool,
 }
 
@@ -364,20 +362,21 @@ fn handed(watch: &Watch, queued: Option<&Queued>, wait: &Wait) -> Option<Handove
     if fence <= queued.fence_floor || handed.waiter_lease_end < queued.waiter_lease_end {
         return None;
     }
+    // The release granted the lease we asked for or what was left of the waiter lease
+    // our last queued attempt (re)started, whichever was shorter: both count from
+    // when that attempt was sent.
     let now = Instant::now();
-    let until = handed_valid_until(wait.ttl, wait.waiter_lease, queued.sent);
+    let waiter_lease_until = wait.waiter_lease.valid_until(queued.sent);
+    let valid_until = waiter_lease_until.min(wait.ttl.valid_until(queued.sent));
     let shorter = wait.ttl.min(wait.waiter_lease).as_duration();
-    if until.saturating_duration_since(now) < shorter / 3 {
+    if valid_until.saturating_duration_since(now) < shorter / 3 {
         return None;
     }
     // What was left of the waiter lease when the release ran covered the whole lease.
-    let waiter_lease_left = wait
-        .waiter_lease
-        .valid_until(queued.sent)
-        .saturating_duration_since(now);
+    let waiter_lease_left = waiter_lease_until.saturating_duration_since(now);
     Some(Handover {
         fence,
-        sent: queued.sent,
+        valid_until,
         in_full: waiter_lease_left >= wait.ttl.as_duration(),
     })
 }
