@@ -8,6 +8,16 @@ local function queue_member(mode, ttl, token)
   return mode .. ttl .. '/' .. token
 end
 
+-- The lease a member asked for (ms) and its token. A member queued by a latchkey
+-- before members carried the lease is mode and token only: no lease then.
+local function member_lease_and_token(member)
+  local ttl, token = string.match(member, '^%a(%d+)/(.+)$')
+  if not token then
+    return nil, string.sub(member, 2)
+  end
+  return tonumber(ttl), token
+end
+
 -- Raises WRONGTYPE now, before any write, if the queue or the leases are not sorted
 -- sets. Returns how many are queued.
 local function check_queue(queue, leases)

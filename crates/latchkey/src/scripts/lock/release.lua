@@ -42,12 +42,8 @@ end
 -- as it hears, and extends the lease to its own if it keeps the lock long enough.
 -- Freeing the lock instead would let a newcomer (often the releaser, back for more)
 -- take it first every time, and the waiter would starve.
-local waiter_ttl, waiter_token = string.match(waiter, '^%a(%d+)/(.+)$')
-if not waiter_token then
-  -- Queued by a latchkey before members carried the lease: mode and token only.
-  waiter_ttl, waiter_token = lease_left, string.sub(waiter, 2)
-end
-local ttl = math.min(lease_left, tonumber(waiter_ttl))
+local waiter_ttl, waiter_token = member_lease_and_token(waiter)
+local ttl = math.min(lease_left, waiter_ttl or lease_left)
 local fence = grant(lock, fence_key, waiter_token, ttl, last, us)
 leave_queue(queue, leases, waiter)
 -- pcall: the release has happened; an ACL user without rights on the channel must
