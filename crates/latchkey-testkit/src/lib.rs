@@ -7,18 +7,23 @@
 //! promoted. A [`FaultProxy`] in front of a server stalls, black-holes, delays and
 //! resets connections. So tests exercise real failures instead of mocks.
 //!
+//! [`MemoryStore`] is a lock store with no Redis at all: the proof that latchkey's
+//! store seam takes another backend, and a fast ground for the logic above it.
+//!
 //! ```no_run
 //! let server = latchkey_testkit::RedisServer::start()?;
 //! println!("redis at {}", server.url());
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+mod memory;
 mod proxy;
 mod replication;
 mod restart;
 mod tls;
 pub mod worker;
 
+pub use memory::MemoryStore;
 pub use proxy::{FaultProxy, NewConnections};
 pub use restart::Restart;
 pub use tls::TlsFiles;

@@ -47,8 +47,9 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::key::{LockKey, Prefix};
 use crate::lease::{Lease, Ttl};
-use crate::lock::{Fairness, LockStatus};
+use crate::lock::Fairness;
 use crate::ratelimit::Decision;
+use crate::store::LockStatus;
 use crate::token::OwnerToken;
 
 /// Blocking twin of [`crate::Client`].

@@ -2,10 +2,10 @@
 
 use crate::error::Result;
 use crate::key::{LockKey, Prefix};
+use crate::lock::LocalLocks;
 use crate::lock::Mutex;
-use crate::lock::{LocalLocks, LockStatus};
 use crate::ratelimit::FixedWindow;
-use crate::store::{Connection, LockStore, SingleNode};
+use crate::store::{Connection, Inspect, LockStatus, Pass, SingleNode, WakeUps, WindowCounter};
 
 /// Hands out locks on one store, all under one key prefix. Cheap to clone: clones
 /// share the connection, the subscriber connection that wakes waiters, and the local
@@ -107,35 +107,11 @@ impl Client<SingleNode> {
     pub fn from_connection(conn: impl Into<Connection>) -> Self {
         Client::with_store(SingleNode::from_connection(conn))
     }
-
-    /// A fixed-window rate limit on `name` (key: prefix + name): `limit` calls per `per`.
-    /// Nothing is sent to Redis until [`check`](FixedWindow::check).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name
-    /// (see [`LockKey::new`]), a `limit` of 0, or a window `per` below 1 ms or above ten
-    /// years.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
-    /// let quota = client.fixed_window("downloads:10.0.0.7", 5, std::time::Duration::from_secs(600))?;
-    /// assert!(quota.check().await?.allowed);
-    /// # Ok(()) }
-    /// ```
-    pub fn fixed_window(
-        &self,
-        name: &str,
-        limit: u64,
-        per: std::time::Duration,
-    ) -> Result<FixedWindow> {
-        let key = LockKey::new(&self.prefix, name)?;
-        FixedWindow::new(self.store.clone(), key, limit, per)
-    }
 }
 
-impl<S: LockStore> Client<S> {
-    /// A client on any [`LockStore`], with no prefix. Sends nothing.
+impl<S> Client<S> {
+    /// A client on any store (see [`store`](crate::store)), with no prefix. Sends
+    /// nothing.
     ///
     /// ```no_run
     /// # async fn demo() -> latchkey::Result<()> {
@@ -192,7 +168,10 @@ impl<S: LockStore> Client<S> {
     pub fn store(&self) -> &S {
         &self.store
     }
+}
 
+/// Locks, on any store a [`Mutex`] can use.
+impl<S: Pass + WakeUps> Client<S> {
     /// A handle to the lock called `name` (key: prefix + name): plain, with a renewed
     /// 30 s lease; see [`Mutex`] for the settings. Nothing is sent to Redis until the
     /// lock is taken. Handles made by one client share a local line, so its tasks
@@ -216,7 +195,10 @@ impl<S: LockStore> Client<S> {
             self.local.clone(),
         ))
     }
+}
 
+/// Listing locks, on stores that can look at them.
+impl<S: Pass + WakeUps + Inspect> Client<S> {
     /// The locks under this client's prefix whose names match `pattern` (Redis glob
     /// syntax, `*` for all), with their status, sorted by name. Uses SCAN, never KEYS;
     /// every string key under the prefix counts (a rate-limit counter too, but not
@@ -265,6 +247,34 @@ impl<S: LockStore> Client<S> {
             }
         }
         Ok(locks)
+    }
+}
+
+/// Rate limits, on stores that count calls.
+impl<S: WindowCounter> Client<S> {
+    /// A fixed-window rate limit on `name` (key: prefix + name): `limit` calls per `per`.
+    /// Nothing is sent to Redis until [`check`](FixedWindow::check).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name
+    /// (see [`LockKey::new`]), a `limit` of 0, or a window `per` below 1 ms or above ten
+    /// years.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let quota = client.fixed_window("downloads:10.0.0.7", 5, std::time::Duration::from_secs(600))?;
+    /// assert!(quota.check().await?.allowed);
+    /// # Ok(()) }
+    /// ```
+    pub fn fixed_window(
+        &self,
+        name: &str,
+        limit: u64,
+        per: std::time::Duration,
+    ) -> Result<FixedWindow<S>> {
+        let key = LockKey::new(&self.prefix, name)?;
+        FixedWindow::new(self.store.clone(), key, limit, per)
     }
 }
 

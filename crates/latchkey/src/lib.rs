@@ -451,5 +451,6 @@ pub use client::Client;
 pub use error::{Cause, Error, Result};
 pub use key::{LockKey, Prefix};
 pub use lease::{Lease, Ttl};
-pub use lock::{Fairness, LockStatus, Mutex, MutexGuard, finish_background_releases};
+pub use lock::{Fairness, Mutex, MutexGuard, finish_background_releases};
+pub use store::LockStatus;
 pub use token::OwnerToken;

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use latchkey::store::{AcquireRequest, Attempt, LockStore};
+use latchkey::store::{AcquireRequest, Attempt, LockStore, Pass};
 use latchkey::{Client, Error, OwnerToken, Ttl};
 use latchkey_testkit::{FaultProxy, NewConnections, RedisServer, Restart};
 use redis::AsyncCommands;
@@ -218,15 +218,8 @@ async fn retried_requests_find_what_their_lost_replies_did() {
     let key = client.mutex("retried").unwrap().key().clone();
     let token = || OwnerToken::generate().unwrap();
     let (me, other, next) = (token(), token(), token());
-    let fair_once = AcquireRequest {
-        ttl: Ttl::DEFAULT,
-        fair: true,
-        queue_lease: None,
-    };
-    let queued = AcquireRequest {
-        queue_lease: Some(Ttl::new(Duration::from_secs(5)).unwrap()),
-        ..fair_once
-    };
+    let fair_once = AcquireRequest::new(Ttl::DEFAULT).fair(true);
+    let queued = fair_once.queued(Some(Ttl::new(Duration::from_secs(5)).unwrap()));
     let Attempt::Acquired { fence: first, .. } =
         store.try_acquire(&key, &me, fair_once).await.unwrap()
     else {
@@ -275,11 +268,9 @@ async fn after_many_locks_no_key_is_left_without_an_expiry_and_all_disappear() {
         let guard = mutex.try_lock().await.unwrap();
         // Two waiters that queue once and never come back (crashed processes): the
         // release hands the lock to the first, the second stays in line.
-        let queue = AcquireRequest {
-            ttl: Ttl::new(ttl).unwrap(),
-            fair: n % 2 == 0,
-            queue_lease: Some(Ttl::new(Duration::from_millis(500)).unwrap()),
-        };
+        let queue = AcquireRequest::new(Ttl::new(ttl).unwrap())
+            .fair(n % 2 == 0)
+            .queued(Some(Ttl::new(Duration::from_millis(500)).unwrap()));
         for _ in 0..2 {
             let ghost = OwnerToken::generate().unwrap();
             client

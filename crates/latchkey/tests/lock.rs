@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use latchkey::store::{AcquireRequest, Attempt, LockStore};
+use latchkey::store::{AcquireRequest, Attempt, LockStore, Pass};
 use latchkey::{Client, Error, LockKey, OwnerToken, Prefix, Ttl};
 use latchkey_testkit::RedisServer;
 use redis::AsyncCommands;
@@ -350,11 +350,7 @@ async fn prefixes_and_shared_connections_work() {
         .unwrap();
     let key = LockKey::new(&Prefix::new("raw:").unwrap(), "k").unwrap();
     let owner = OwnerToken::generate().unwrap();
-    let once = AcquireRequest {
-        ttl: Ttl::DEFAULT,
-        fair: false,
-        queue_lease: None,
-    };
+    let once = AcquireRequest::new(Ttl::DEFAULT);
     let attempt = store.try_acquire(&key, &owner, once).await.unwrap();
     assert!(matches!(attempt, Attempt::Acquired { .. }));
     let stranger = OwnerToken::generate().unwrap();
@@ -369,11 +365,7 @@ async fn a_pass_goes_ahead_of_plain_waiters_but_never_of_a_fair_one() {
         .await
         .unwrap();
     let key = LockKey::new(&Prefix::default(), "ahead").unwrap();
-    let once = AcquireRequest {
-        ttl: Ttl::DEFAULT,
-        fair: false,
-        queue_lease: None,
-    };
+    let once = AcquireRequest::new(Ttl::DEFAULT);
     let holder = OwnerToken::generate().unwrap();
     let Attempt::Acquired { queued, .. } = store.try_acquire(&key, &holder, once).await.unwrap()
     else {
@@ -382,11 +374,9 @@ async fn a_pass_goes_ahead_of_plain_waiters_but_never_of_a_fair_one() {
     assert_eq!(queued, 0);
     for fair in [false, true] {
         let waiter = OwnerToken::generate().unwrap();
-        let queue = AcquireRequest {
-            fair,
-            queue_lease: Some(Ttl::new(Duration::from_secs(5)).unwrap()),
-            ..once
-        };
+        let queue = once
+            .fair(fair)
+            .queued(Some(Ttl::new(Duration::from_secs(5)).unwrap()));
         let waiting = store.try_acquire(&key, &waiter, queue).await.unwrap();
         assert!(matches!(waiting, Attempt::Busy { .. }), "{waiting:?}");
         let next = OwnerToken::generate().unwrap();

@@ -12,7 +12,7 @@ use super::watchdog::{self, Renewals};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::{Lease, Ttl};
-use crate::store::{LockStore, SingleNode};
+use crate::store::{Pass, SingleNode, WakeUps};
 use crate::token::OwnerToken;
 
 /// A held lock. Its life is the critical section.
@@ -36,11 +36,11 @@ use crate::token::OwnerToken;
 /// # Ok(()) }
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
-pub struct MutexGuard<S: LockStore = SingleNode> {
+pub struct MutexGuard<S: Pass + WakeUps = SingleNode> {
     held: Arc<Held<S>>,
 }
 
-impl<S: LockStore> MutexGuard<S> {
+impl<S: Pass + WakeUps> MutexGuard<S> {
     pub(crate) fn new(won: Won<S>, lease: Lease) -> Self {
         let Won {
             hold,
@@ -373,7 +373,7 @@ impl<S: LockStore> MutexGuard<S> {
     }
 }
 
-impl<S: LockStore> std::fmt::Debug for MutexGuard<S> {
+impl<S: Pass + WakeUps> std::fmt::Debug for MutexGuard<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MutexGuard")
             .field("key", &self.key().as_str())

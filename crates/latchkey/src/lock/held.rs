@@ -7,11 +7,11 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::release_on_drop::ReleaseOnDrop;
 use crate::lease::Ttl;
-use crate::store::LockStore;
+use crate::store::{Pass, WakeUps};
 
 /// One acquisition. Reentrant guards share it through an `Arc`; the last one to go
 /// releases the lock (explicitly, or in the background on drop).
-pub(crate) struct Held<S: LockStore> {
+pub(crate) struct Held<S: Pass + WakeUps> {
     // Declared first so they drop first: renewal stops before the release is sent.
     pub(crate) watchdog: Option<DropGuard>,
     /// Watches a fixed lease run out, started on the first `lost_token` call.
@@ -21,7 +21,7 @@ pub(crate) struct Held<S: LockStore> {
     pub(crate) lease: Arc<LeaseState>,
 }
 
-impl<S: LockStore> Held<S> {
+impl<S: Pass + WakeUps> Held<S> {
     /// Stops the watchdog at once; it sends no renewal after this returns.
     pub(crate) fn stop_renewing(&mut self) {
         drop(self.watchdog.take());

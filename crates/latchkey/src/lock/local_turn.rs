@@ -13,11 +13,11 @@ use tokio::sync::oneshot;
 use super::local::{LocalLocks, Passed, Turn};
 use super::release_on_drop::ReleaseOnDrop;
 use crate::key::LockKey;
-use crate::store::LockStore;
+use crate::store::{Pass, WakeUps};
 use crate::token::OwnerToken;
 
 /// A place in the local line; see the module docs for what dropping it does.
-pub(crate) struct LocalTurn<S: LockStore> {
+pub(crate) struct LocalTurn<S: Pass + WakeUps> {
     /// `None` once the turn was taken or left.
     turn: Option<oneshot::Receiver<Turn>>,
     store: S,
@@ -26,7 +26,7 @@ pub(crate) struct LocalTurn<S: LockStore> {
     local: LocalLocks,
 }
 
-impl<S: LockStore> LocalTurn<S> {
+impl<S: Pass + WakeUps> LocalTurn<S> {
     pub(crate) fn new(
         turn: oneshot::Receiver<Turn>,
         store: &S,
@@ -60,7 +60,7 @@ impl<S: LockStore> LocalTurn<S> {
     }
 }
 
-impl<S: LockStore> Drop for LocalTurn<S> {
+impl<S: Pass + WakeUps> Drop for LocalTurn<S> {
     fn drop(&mut self) {
         if self.leave().is_none() {
             return;

@@ -9,7 +9,6 @@ mod local;
 mod local_turn;
 mod mutex;
 mod release_on_drop;
-mod status;
 mod waiter;
 mod watchdog;
 
@@ -18,4 +17,3 @@ pub use guard::MutexGuard;
 pub(crate) use local::LocalLocks;
 pub use mutex::Mutex;
 pub use release_on_drop::finish_background_releases;
-pub use status::LockStatus;

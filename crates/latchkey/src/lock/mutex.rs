@@ -9,8 +9,7 @@ use super::waiter::{self, Wait};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::{Lease, Ttl};
-use crate::lock::LockStatus;
-use crate::store::{LockStore, SingleNode};
+use crate::store::{Inspect, LockStatus, Pass, SingleNode, WakeUps};
 use crate::token::OwnerToken;
 
 /// How long a queued waiter counts as alive without trying again. It tries again at
@@ -67,7 +66,7 @@ pub struct Mutex<S = SingleNode> {
     local: LocalLocks,
 }
 
-impl<S: LockStore> Mutex<S> {
+impl<S: Pass + WakeUps> Mutex<S> {
     /// A handle to the lock at `key`: plain, with a renewed 30 s lease.
     /// Usually made by [`Client::mutex`](crate::Client::mutex).
     ///
@@ -356,6 +355,23 @@ impl<S: LockStore> Mutex<S> {
         Ok(self.store.owner(&self.key).await?.is_some())
     }
 
+    async fn acquire(&self, deadline: Option<Instant>) -> Result<MutexGuard<S>> {
+        let wait = Wait {
+            ttl: self.lease.ttl(),
+            fair: self.is_fair(),
+            waiter_lease: self.waiter_lease,
+            deadline,
+        };
+        // Fair locks keep strict FIFO order in Redis; plain ones pass between local tasks.
+        let local = (!self.is_fair()).then_some(&self.local);
+        let mut won = waiter::acquire(&self.store, &self.key, wait, local).await?;
+        won.hold.local = local.cloned();
+        Ok(MutexGuard::new(won, self.lease))
+    }
+}
+
+/// Looking at a lock without taking it, on stores that can ([`Inspect`]).
+impl<S: Pass + WakeUps + Inspect> Mutex<S> {
     /// A consistent snapshot, read in one script: holder (mask it before display),
     /// remaining lease, last fencing token, waiters. See [`LockStatus`].
     ///
@@ -428,19 +444,5 @@ impl<S: LockStore> Mutex<S> {
             holder: last.as_ref().and_then(LockStatus::masked_holder),
             retry_after: last.and_then(|status| status.ttl),
         })
-    }
-
-    async fn acquire(&self, deadline: Option<Instant>) -> Result<MutexGuard<S>> {
-        let wait = Wait {
-            ttl: self.lease.ttl(),
-            fair: self.is_fair(),
-            waiter_lease: self.waiter_lease,
-            deadline,
-        };
-        // Fair locks keep strict FIFO order in Redis; plain ones pass between local tasks.
-        let local = (!self.is_fair()).then_some(&self.local);
-        let mut won = waiter::acquire(&self.store, &self.key, wait, local).await?;
-        won.hold.local = local.cloned();
-        Ok(MutexGuard::new(won, self.lease))
     }
 }

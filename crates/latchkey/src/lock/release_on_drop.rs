@@ -22,7 +22,7 @@ use super::local::{LocalLocks, Turn};
 use crate::error::Result;
 use crate::key::LockKey;
 use crate::lease::Ttl;
-use crate::store::LockStore;
+use crate::store::{Pass, WakeUps};
 use crate::token::OwnerToken;
 
 /// What an owner may have in Redis, hence what giving up must undo.
@@ -40,7 +40,7 @@ pub(crate) enum HoldState {
 }
 
 /// A possible hold on a lock, released in the background if dropped while not clear.
-pub(crate) struct ReleaseOnDrop<S: LockStore> {
+pub(crate) struct ReleaseOnDrop<S: Pass + WakeUps> {
     pub(crate) store: S,
     pub(crate) key: LockKey,
     pub(crate) owner: OwnerToken,
@@ -54,7 +54,7 @@ pub(crate) struct ReleaseOnDrop<S: LockStore> {
     runtime: Option<Handle>,
 }
 
-impl<S: LockStore> ReleaseOnDrop<S> {
+impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
     /// A clear hold; set [`state`](Self::state) before anything may set the lock.
     pub(crate) fn new(store: S, key: LockKey, owner: OwnerToken) -> Self {
         ReleaseOnDrop {
@@ -165,7 +165,7 @@ impl<S: LockStore> ReleaseOnDrop<S> {
     }
 }
 
-impl<S: LockStore> Drop for ReleaseOnDrop<S> {
+impl<S: Pass + WakeUps> Drop for ReleaseOnDrop<S> {
     fn drop(&mut self) {
         if self.state == HoldState::Clear {
             return;
@@ -239,8 +239,7 @@ mod tests {
     use super::*;
     use crate::error::Error;
     use crate::key::Prefix;
-    use crate::lock::LockStatus;
-    use crate::store::{AcquireRequest, Attempt, Watch};
+    use crate::store::{AcquireRequest, Attempt, LockStore};
 
     /// What the store was asked: `release(leaving)` or `pass(to)`.
     #[derive(Clone, Debug, PartialEq, Eq)]
@@ -309,6 +308,16 @@ mod tests {
             Ok(true)
         }
 
+        async fn extend(&self, _: &LockKey, _: &OwnerToken, _: Ttl) -> crate::Result<bool> {
+            unused()
+        }
+
+        async fn owner(&self, _: &LockKey) -> crate::Result<Option<String>> {
+            unused()
+        }
+    }
+
+    impl Pass for Recording {
         async fn pass(
             &self,
             _: &LockKey,
@@ -321,27 +330,10 @@ mod tests {
             drop(self.leaves_during_pass.lock().unwrap().take());
             Ok(Some(7))
         }
-
-        async fn extend(&self, _: &LockKey, _: &OwnerToken, _: Ttl) -> crate::Result<bool> {
-            unused()
-        }
-
-        async fn owner(&self, _: &LockKey) -> crate::Result<Option<String>> {
-            unused()
-        }
-
-        async fn watch(&self, _: &LockKey, _: &OwnerToken) -> crate::Result<Watch> {
-            Ok(Watch::never())
-        }
-
-        async fn inspect(&self, _: &LockKey) -> crate::Result<LockStatus> {
-            unused()
-        }
-
-        async fn scan(&self, _: &str) -> crate::Result<Vec<String>> {
-            unused()
-        }
     }
+
+    /// No wake-ups: these tests never wait.
+    impl WakeUps for Recording {}
 
     fn hold(store: &Recording, state: HoldState) -> ReleaseOnDrop<Recording> {
         let key = LockKey::new(&Prefix::default(), "states").unwrap();

@@ -26,7 +26,7 @@ use super::release_on_drop::{HoldState, ReleaseOnDrop};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::Ttl;
-use crate::store::{AcquireRequest, Attempt, LockStore, Watch};
+use crate::store::{AcquireRequest, Attempt, Pass, WakeUps, Watch};
 use crate::token::{OwnerToken, is_latchkey_owner, mask_owner};
 
 /// The shortest pause between attempts, so even a lease about to end never spins.
@@ -75,7 +75,7 @@ impl Wait {
 
 /// A lock that is ours: the hold (held), its fencing token, and until when it surely
 /// is (counted from when the winning request was sent).
-pub(crate) struct Won<S: LockStore> {
+pub(crate) struct Won<S: Pass + WakeUps> {
     pub(crate) hold: ReleaseOnDrop<S>,
     pub(crate) fence: u64,
     pub(crate) valid_until: Instant,
@@ -86,7 +86,7 @@ pub(crate) struct Won<S: LockStore> {
 
 /// Takes the lock: from a task of this process that holds it (`local`, plain locks
 /// only), or through Redis.
-pub(crate) async fn acquire<S: LockStore>(
+pub(crate) async fn acquire<S: Pass + WakeUps>(
     store: &S,
     key: &LockKey,
     wait: Wait,
@@ -112,7 +112,7 @@ pub(crate) async fn acquire<S: LockStore>(
 }
 
 /// How waiting behind this process's holder ended.
-enum FromLocal<S: LockStore> {
+enum FromLocal<S: Pass + WakeUps> {
     /// The holder passed us the lock.
     Passed(Won<S>),
     /// Go to Redis; `after_release`: the holder released the lock there because
@@ -121,7 +121,7 @@ enum FromLocal<S: LockStore> {
 }
 
 /// Waits behind the local holder, if this process has one.
-async fn wait_for_local_pass<S: LockStore>(
+async fn wait_for_local_pass<S: Pass + WakeUps>(
     store: &S,
     key: &LockKey,
     owner: &OwnerToken,
@@ -182,7 +182,7 @@ async fn wait_for_local_pass<S: LockStore>(
 /// first attempt runs to completion (bounded by the connection's own timeouts).
 /// With `likely_busy`, it listens and queues at once, skipping a first try that
 /// would most likely fail.
-async fn acquire_in_redis<S: LockStore>(
+async fn acquire_in_redis<S: Pass + WakeUps>(
     store: &S,
     key: &LockKey,
     wait: Wait,
@@ -384,7 +384,7 @@ fn handed(watch: &Watch, queued: Option<&Queued>, wait: &Wait) -> Option<Handove
 /// Listens for the lock's wake-ups, within the wait (`None` if its deadline cut the
 /// subscription off). Callers listen before they queue, so no wake-up can slip
 /// between the two.
-async fn listen<S: LockStore>(
+async fn listen<S: Pass + WakeUps>(
     store: &S,
     key: &LockKey,
     owner: &OwnerToken,
@@ -395,7 +395,7 @@ async fn listen<S: LockStore>(
 
 /// Leaves the queue (and undoes an attempt in flight) now, or, if Redis does not
 /// answer within [`LEAVE_GRACE`], in the background when the hold is dropped.
-async fn give_up<S: LockStore>(hold: &mut ReleaseOnDrop<S>) {
+async fn give_up<S: Pass + WakeUps>(hold: &mut ReleaseOnDrop<S>) {
     if hold.state == HoldState::Clear {
         return;
     }

@@ -16,7 +16,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::held::LeaseState;
 use super::release_on_drop::ReleaseOnDrop;
 use crate::key::LockKey;
-use crate::store::LockStore;
+use crate::store::{Pass, WakeUps};
 use crate::token::OwnerToken;
 
 /// What the watchdog does for a lease.
@@ -33,7 +33,7 @@ pub(crate) enum Renewals {
 
 /// Starts renewing the lease of `hold`. Returns the guard that stops it, or `None`
 /// outside a runtime (then nothing renews the lease).
-pub(crate) fn spawn<S: LockStore>(
+pub(crate) fn spawn<S: Pass + WakeUps>(
     hold: &ReleaseOnDrop<S>,
     lease: Arc<LeaseState>,
     renewals: Renewals,
@@ -52,7 +52,7 @@ pub(crate) fn spawn<S: LockStore>(
     Some(stop.drop_guard())
 }
 
-struct Watchdog<S: LockStore> {
+struct Watchdog<S: Pass + WakeUps> {
     store: S,
     key: LockKey,
     owner: OwnerToken,
@@ -61,7 +61,7 @@ struct Watchdog<S: LockStore> {
     renewals: Renewals,
 }
 
-impl<S: LockStore> Watchdog<S> {
+impl<S: Pass + WakeUps> Watchdog<S> {
     async fn run(self) {
         let period = self.lease.ttl.as_duration() / 3;
         let mut pause = match self.renewals {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::Ttl;
-use crate::store::SingleNode;
+use crate::store::{SingleNode, WindowCounter};
 
 /// Allows `limit` calls per window of `per`, shared by every process using the key.
 ///
@@ -29,11 +29,10 @@ use crate::store::SingleNode;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
-pub struct FixedWindow {
-    store: SingleNode,
-    // The name's key, for errors; the count lives in its `:lk:rate` companion.
+pub struct FixedWindow<S = SingleNode> {
+    store: S,
+    // The count lives in the key's `:lk:rate` companion.
     key: LockKey,
-    counter: String,
     limit: u64,
     window: Ttl,
 }
@@ -41,10 +40,12 @@ pub struct FixedWindow {
 /// The outcome of one [`FixedWindow::check`].
 ///
 /// ```
-/// let d = latchkey::ratelimit::Decision { allowed: true, count: 1, limit: 5, retry_after: None, resets_in: std::time::Duration::from_secs(60) };
+/// let d = latchkey::ratelimit::Decision::new(1, 5, std::time::Duration::from_secs(60));
+/// assert!(d.allowed);
 /// assert_eq!(d.remaining(), 4);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Decision {
     /// Whether this call is within the limit.
     pub allowed: bool,
@@ -59,17 +60,30 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// The decision for call number `count` of a window that allows `limit` and
+    /// resets in `resets_in`: allowed up to the limit, else retry after the reset.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let over = latchkey::ratelimit::Decision::new(6, 5, Duration::from_secs(3));
+    /// assert_eq!(over.retry_after, Some(Duration::from_secs(3)));
+    /// ```
+    pub fn new(count: u64, limit: u64, resets_in: Duration) -> Self {
+        let allowed = count <= limit;
+        Decision {
+            allowed,
+            count,
+            limit,
+            retry_after: (!allowed).then_some(resets_in),
+            resets_in,
+        }
+    }
+
     /// Calls still allowed in this window (zero once over the limit).
     ///
     /// ```
     /// use std::time::Duration;
-    /// let over = latchkey::ratelimit::Decision {
-    ///     allowed: false,
-    ///     count: 7,
-    ///     limit: 5,
-    ///     retry_after: Some(Duration::from_secs(3)),
-    ///     resets_in: Duration::from_secs(3),
-    /// };
+    /// let over = latchkey::ratelimit::Decision::new(7, 5, Duration::from_secs(3));
     /// assert_eq!(over.remaining(), 0);
     /// ```
     pub fn remaining(&self) -> u64 {
@@ -77,8 +91,8 @@ impl Decision {
     }
 }
 
-impl FixedWindow {
-    pub(crate) fn new(store: SingleNode, key: LockKey, limit: u64, per: Duration) -> Result<Self> {
+impl<S: WindowCounter> FixedWindow<S> {
+    pub(crate) fn new(store: S, key: LockKey, limit: u64, per: Duration) -> Result<Self> {
         if limit == 0 {
             return Err(Error::InvalidArgument(
                 "a rate limit of 0 allows nothing; use at least 1".into(),
@@ -86,7 +100,6 @@ impl FixedWindow {
         }
         Ok(FixedWindow {
             store,
-            counter: key.rate_counter(),
             key,
             limit,
             window: Ttl::at_least(per, Duration::from_millis(1), "a rate-limit window")?,
@@ -117,18 +130,7 @@ impl FixedWindow {
     /// # Ok(()) }
     /// ```
     pub async fn check(&self) -> Result<Decision> {
-        let (count, left_ms) = self
-            .store
-            .count_in_window(&self.key, &self.counter, self.window)
-            .await?;
-        let resets_in = Duration::from_millis(left_ms);
-        let allowed = count <= self.limit;
-        Ok(Decision {
-            allowed,
-            count,
-            limit: self.limit,
-            retry_after: (!allowed).then_some(resets_in),
-            resets_in,
-        })
+        let seen = self.store.count_in_window(&self.key, self.window).await?;
+        Ok(Decision::new(seen.count, self.limit, seen.resets_in))
     }
 }

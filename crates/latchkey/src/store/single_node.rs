@@ -8,12 +8,12 @@ use redis::{FromRedisValue, RedisResult, Script, ScriptInvocation};
 
 use super::subscriber::Subscriber;
 use super::{
-    AcquireRequest, Attempt, CONNECT_TIMEOUT, Connection, LockStore, RESPONSE_TIMEOUT, Watch,
+    AcquireRequest, Attempt, CONNECT_TIMEOUT, Connection, Inspect, LockStatus, LockStore, Pass,
+    RESPONSE_TIMEOUT, WakeUps, Watch, WindowCount, WindowCounter,
 };
 use crate::error::{Error, Result};
 use crate::key::{LockKey, is_companion_key};
 use crate::lease::Ttl;
-use crate::lock::LockStatus;
 use crate::scripts;
 use crate::token::{OwnerToken, is_latchkey_owner};
 
@@ -165,18 +165,6 @@ impl SingleNode {
         self
     }
 
-    /// Counts one call in the fixed window at `key`; returns (calls so far, ms left).
-    pub(crate) async fn count_in_window(
-        &self,
-        key: &LockKey,
-        counter: &str,
-        window: Ttl,
-    ) -> Result<(u64, u64)> {
-        let mut call = scripts::FIXED_WINDOW.prepare_invoke();
-        call.key(counter).arg(window.as_millis());
-        self.run(&call, key).await
-    }
-
     /// The server's address, as shown in errors (never with credentials).
     ///
     /// ```no_run
@@ -240,18 +228,10 @@ impl LockStore for SingleNode {
         let (taken, value, holder, fourth, waiter_lease_end): (i64, i64, Option<String>, u64, u64) =
             self.run(&call, key).await?;
         if taken == 1 {
-            return Ok(Attempt::Acquired {
-                fence: u64::try_from(value).unwrap_or(0),
-                queued: fourth,
-            });
+            return Ok(Attempt::acquired(u64::try_from(value).unwrap_or(0), fourth));
         }
         let pttl = u64::try_from(value).ok().map(Duration::from_millis);
-        Ok(Attempt::Busy {
-            pttl,
-            holder,
-            fence_floor: fourth,
-            waiter_lease_end,
-        })
+        Ok(Attempt::busy(pttl, holder).queued_at(fourth, waiter_lease_end))
     }
 
     async fn release(
@@ -273,23 +253,6 @@ impl LockStore for SingleNode {
         self.run(&call, key).await
     }
 
-    async fn pass(
-        &self,
-        key: &LockKey,
-        owner: &OwnerToken,
-        next: &OwnerToken,
-        ttl: Ttl,
-        ahead_of_queue: bool,
-    ) -> Result<Option<u64>> {
-        let mut call = lock_script(&scripts::PASS, &[key.as_str(), key.fence(), key.queue()]);
-        call.arg(owner.as_str())
-            .arg(next.as_str())
-            .arg(ttl.as_millis())
-            .arg(if ahead_of_queue { "1" } else { "0" });
-        let fence: u64 = self.run(&call, key).await?;
-        Ok((fence > 0).then_some(fence))
-    }
-
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
         let mut call = scripts::EXTEND.prepare_invoke();
         call.key(key.as_str())
@@ -306,7 +269,28 @@ impl LockStore for SingleNode {
             .await;
         self.context(reply, key.as_str())
     }
+}
 
+impl Pass for SingleNode {
+    async fn pass(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        next: &OwnerToken,
+        ttl: Ttl,
+        ahead_of_queue: bool,
+    ) -> Result<Option<u64>> {
+        let mut call = lock_script(&scripts::PASS, &[key.as_str(), key.fence(), key.queue()]);
+        call.arg(owner.as_str())
+            .arg(next.as_str())
+            .arg(ttl.as_millis())
+            .arg(if ahead_of_queue { "1" } else { "0" });
+        let fence: u64 = self.run(&call, key).await?;
+        Ok((fence > 0).then_some(fence))
+    }
+}
+
+impl WakeUps for SingleNode {
     async fn watch(&self, key: &LockKey, owner: &OwnerToken) -> Result<Watch> {
         match &self.subscriber {
             Some(subscriber) => subscriber.watch(key.channel(), owner.waiter_id()).await,
@@ -314,6 +298,14 @@ impl LockStore for SingleNode {
         }
     }
 
+    fn join_watch(&self, key: &LockKey, owner: &OwnerToken) -> Option<Watch> {
+        self.subscriber
+            .as_ref()?
+            .join(key.channel(), || owner.waiter_id())
+    }
+}
+
+impl Inspect for SingleNode {
     async fn inspect(&self, key: &LockKey) -> Result<LockStatus> {
         let mut call = scripts::INSPECT.prepare_invoke();
         call.key(key.as_str()).key(key.fence()).key(key.queue());
@@ -325,12 +317,8 @@ impl LockStore for SingleNode {
             true => None,
             false => fence,
         };
-        Ok(LockStatus {
-            holder,
-            ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
-            fence,
-            waiters,
-        })
+        let ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
+        Ok(LockStatus::new(holder, ttl, fence, waiters))
     }
 
     async fn scan(&self, pattern: &str) -> Result<Vec<String>> {
@@ -358,11 +346,14 @@ impl LockStore for SingleNode {
             cursor = next;
         }
     }
+}
 
-    fn join_watch(&self, key: &LockKey, owner: &OwnerToken) -> Option<Watch> {
-        self.subscriber
-            .as_ref()?
-            .join(key.channel(), || owner.waiter_id())
+impl WindowCounter for SingleNode {
+    async fn count_in_window(&self, key: &LockKey, window: Ttl) -> Result<WindowCount> {
+        let mut call = scripts::FIXED_WINDOW.prepare_invoke();
+        call.key(key.rate_counter()).arg(window.as_millis());
+        let (count, left_ms): (u64, u64) = self.run(&call, key).await?;
+        Ok(WindowCount::new(count, Duration::from_millis(left_ms)))
     }
 }
 

@@ -16,9 +16,10 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
-use super::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
+use super::watch::{Subscription, Wakeup};
+use super::{CONNECT_TIMEOUT, Handed, RESPONSE_TIMEOUT, Watch};
 use crate::error::{Error, Result, connection_failed};
 
 /// Pause before reconnecting a lost subscriber connection; it doubles while
@@ -28,140 +29,19 @@ const RECONNECT_PAUSE_CAP: Duration = Duration::from_secs(2);
 /// How often the subscriber checks with a PING that its connection still answers.
 const HEARTBEAT: Duration = Duration::from_secs(1);
 
-/// A waiter's registration for its wake-up. Dropping it unregisters.
-///
-/// ```no_run
-/// use latchkey::store::LockStore;
-/// # async fn demo(store: latchkey::store::SingleNode, key: latchkey::LockKey) -> latchkey::Result<()> {
-/// let me = latchkey::OwnerToken::generate()?;
-/// let watch = store.watch(&key, &me).await?;
-/// watch.notified().await; // a release picked us
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Default)]
-pub struct Watch {
-    registration: Option<Registration>,
-}
-
-impl Watch {
-    /// A watch that never fires, for stores without pub/sub.
-    ///
-    /// ```
-    /// assert!(!latchkey::store::Watch::never().is_live());
-    /// ```
-    pub fn never() -> Self {
-        Watch::default()
-    }
-
-    /// Whether wake-ups can arrive now: the server confirmed the subscription on the
-    /// current subscriber connection. While not, a waiter must re-check on its own.
-    ///
-    /// ```no_run
-    /// # fn demo(watch: latchkey::store::Watch) {
-    /// let recheck_in = if watch.is_live() { 1_000 } else { 50 }; // ms
-    /// # }
-    /// ```
-    pub fn is_live(&self) -> bool {
-        let Some(registration) = &self.registration else {
-            return false;
-        };
-        registration
-            .shared
-            .upgrade()
-            .is_some_and(|shared| shared.is_confirmed(&registration.channel))
-    }
-
-    /// Resolves when a release named this waiter, or the subscriber connection was
-    /// lost and re-established (re-check the lock either way). A wake-up that came
-    /// while nobody awaited is kept for the next call. Never resolves for
-    /// [`never`](Self::never).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe: dropping the future loses no wake-up.
-    ///
-    /// ```no_run
-    /// # async fn demo(watch: latchkey::store::Watch) {
-    /// tokio::select! {
-    ///     () = watch.notified() => println!("a release named us"),
-    ///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => println!("re-check anyway"),
-    /// }
-    /// # }
-    /// ```
-    pub async fn notified(&self) {
-        match &self.registration {
-            Some(registration) => registration.wakeup.notify.notified().await,
-            None => std::future::pending().await,
-        }
-    }
-
-    /// The lock a release handed to this waiter, if one did since the last call: the
-    /// lock is then the waiter's, for the lease it asked for or what was left of its
-    /// waiter lease when the release ran, whichever was shorter. Taken: the next call
-    /// says `None` until another release names this waiter.
-    ///
-    /// ```no_run
-    /// # async fn demo(watch: latchkey::store::Watch) {
-    /// watch.notified().await;
-    /// if let Some(handed) = watch.take_handed() {
-    ///     println!("the lock is ours, fence {}", handed.fence);
-    /// }
-    /// # }
-    /// ```
-    pub fn take_handed(&self) -> Option<Handed> {
-        let registration = self.registration.as_ref()?;
-        let mut handed = registration
-            .wakeup
-            .handed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        handed.take()
-    }
-}
-
-/// A lock a release handed to a waiter, as the wake-up message told it.
-///
-/// ```
-/// # fn demo(handed: latchkey::store::Handed) {
-/// println!("fence {}, waiter lease ended at {} ms", handed.fence, handed.waiter_lease_end);
-/// # }
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Handed {
-    /// The fencing token the release granted.
-    pub fence: u64,
-    /// When the waiter's lease ended as the release saw it (server ms): the handed
-    /// lock lasts no longer. Older than the end the waiter's own last queued attempt
-    /// set means the server lost that attempt (it restarted from older state), and
-    /// the lock may end sooner than the waiter would count on.
-    pub waiter_lease_end: u64,
-}
-
-/// What a release tells one waiter: wake up, and (from a release that granted it the
-/// lock) what it was handed.
-#[derive(Debug, Default)]
-struct Wakeup {
-    notify: Notify,
-    /// `None`: nothing handed since the waiter last looked.
-    handed: Mutex<Option<Handed>>,
-}
-
-impl Wakeup {
-    fn wake(&self, handed: Option<Handed>) {
-        if handed.is_some() {
-            *self.handed.lock().unwrap_or_else(|p| p.into_inner()) = handed;
-        }
-        self.notify.notify_one();
-    }
-}
-
 #[derive(Debug)]
 struct Registration {
     shared: Weak<Shared>,
     channel: String,
     waiter: String,
-    wakeup: Arc<Wakeup>,
+}
+
+impl Subscription for Registration {
+    fn is_live(&self) -> bool {
+        self.shared
+            .upgrade()
+            .is_some_and(|shared| shared.is_confirmed(&self.channel))
+    }
 }
 
 impl Drop for Registration {
@@ -255,14 +135,12 @@ impl Subscriber {
         let mut channels = self.shared.lock_channels();
         let entry = channels.entry(channel.to_owned()).or_default();
         entry.waiters.insert(waiter.clone(), wakeup.clone());
-        Watch {
-            registration: Some(Registration {
-                shared: Arc::downgrade(&self.shared),
-                channel: channel.to_owned(),
-                waiter,
-                wakeup,
-            }),
-        }
+        let registration = Registration {
+            shared: Arc::downgrade(&self.shared),
+            channel: channel.to_owned(),
+            waiter,
+        };
+        Watch::subscribed(wakeup, registration)
     }
 
     fn start(&self) {
@@ -322,10 +200,9 @@ impl Shared {
         let waiter = parts.next().unwrap_or_default();
         let mut number = || parts.next().and_then(|n| n.parse::<u64>().ok());
         let handed = match (number(), number()) {
-            (Some(fence), Some(waiter_lease_end)) if fence > 0 => Some(Handed {
-                fence,
-                waiter_lease_end,
-            }),
+            (Some(fence), Some(waiter_lease_end)) if fence > 0 => {
+                Some(Handed::new(fence, waiter_lease_end))
+            }
             _ => None,
         };
         let channels = self.lock_channels();

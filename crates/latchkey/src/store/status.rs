@@ -1,4 +1,5 @@
-//! What `latchkey status` shows: who holds a lock, for how long, who waits.
+//! What a store reads of one lock (and `latchkey status` shows): who holds it, for
+//! how long, who waits.
 
 use std::time::Duration;
 
@@ -9,11 +10,12 @@ use crate::token::{is_latchkey_owner, mask_owner};
 ///
 /// ```
 /// use latchkey::LockStatus;
-/// let free = LockStatus { holder: None, ttl: None, fence: Some(7), waiters: 0 };
+/// let free = LockStatus::new(None, None, Some(7), 0);
 /// assert!(!free.is_held());
 /// assert_eq!(free.masked_holder(), None);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LockStatus {
     /// The holder's owner token (full: mask it before showing it, see
     /// [`masked_holder`](Self::masked_holder)); `None` when the lock is free.
@@ -31,11 +33,31 @@ pub struct LockStatus {
 }
 
 impl LockStatus {
+    /// A status, as a store read it (see the fields).
+    ///
+    /// ```
+    /// let held = latchkey::LockStatus::new(Some("3cd1…".into()), None, Some(4), 2);
+    /// assert_eq!(held.waiters, 2);
+    /// ```
+    pub fn new(
+        holder: Option<String>,
+        ttl: Option<Duration>,
+        fence: Option<u64>,
+        waiters: u64,
+    ) -> Self {
+        LockStatus {
+            holder,
+            ttl,
+            fence,
+            waiters,
+        }
+    }
+
     /// Whether someone holds the lock (latchkey or another library, or a waiter the
     /// lock was handed to, from the moment of the handover).
     ///
     /// ```
-    /// let held = latchkey::LockStatus { holder: Some("3cd1…".into()), ttl: None, fence: None, waiters: 2 };
+    /// let held = latchkey::LockStatus::new(Some("3cd1…".into()), None, None, 2);
     /// assert!(held.is_held());
     /// ```
     pub fn is_held(&self) -> bool {
@@ -47,7 +69,7 @@ impl LockStatus {
     ///
     /// ```
     /// use latchkey::LockStatus;
-    /// let theirs = LockStatus { holder: Some("5f0c9e1a2b3c".into()), ttl: None, fence: None, waiters: 0 };
+    /// let theirs = LockStatus::new(Some("5f0c9e1a2b3c".into()), None, None, 0);
     /// assert!(theirs.is_held() && !theirs.is_held_by_latchkey());
     /// ```
     pub fn is_held_by_latchkey(&self) -> bool {
@@ -58,12 +80,8 @@ impl LockStatus {
     /// "…" for a value of 8 characters or fewer, so a short one is not shown whole).
     ///
     /// ```
-    /// let status = latchkey::LockStatus {
-    ///     holder: Some("3cd1a5e09f7b4c2d8e6f1a0b9c8d7e6f".into()),
-    ///     ttl: None,
-    ///     fence: None,
-    ///     waiters: 0,
-    /// };
+    /// let holder = "3cd1a5e09f7b4c2d8e6f1a0b9c8d7e6f".to_owned();
+    /// let status = latchkey::LockStatus::new(Some(holder), None, None, 0);
     /// assert_eq!(status.masked_holder().as_deref(), Some("3cd1…"));
     /// ```
     pub fn masked_holder(&self) -> Option<String> {

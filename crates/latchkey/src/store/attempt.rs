@@ -1,0 +1,157 @@
+//! What one acquire attempt asks a store for, and what it answers.
+
+use std::time::Duration;
+
+use crate::lease::Ttl;
+
+/// What one acquire attempt asks for: a plain try by default; [`fair`](Self::fair)
+/// and [`queued`](Self::queued) change it.
+///
+/// ```
+/// use latchkey::store::AcquireRequest;
+/// let once = AcquireRequest::new(latchkey::Ttl::DEFAULT);
+/// assert!(!once.fair && once.queue_lease.is_none());
+/// let waiting = once.fair(true).queued(Some(latchkey::Ttl::DEFAULT));
+/// assert!(waiting.fair && waiting.queue_lease.is_some());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AcquireRequest {
+    /// The lease to hold the lock for.
+    pub ttl: Ttl,
+    /// Fair (FIFO) waiters never overtake live waiters queued before them; plain
+    /// ones may take a free lock whoever waits.
+    pub fair: bool,
+    /// `Some(lease)`: join (or stay in) the lock's wait queue, as a waiter that
+    /// counts as dead if it does not try again within `lease`. `None`: just try.
+    pub queue_lease: Option<Ttl>,
+}
+
+impl AcquireRequest {
+    /// A plain try for a lease of `ttl`, without joining the queue.
+    ///
+    /// ```
+    /// let once = latchkey::store::AcquireRequest::new(latchkey::Ttl::DEFAULT);
+    /// assert_eq!(once.ttl, latchkey::Ttl::DEFAULT);
+    /// ```
+    pub fn new(ttl: Ttl) -> Self {
+        AcquireRequest {
+            ttl,
+            fair: false,
+            queue_lease: None,
+        }
+    }
+
+    /// The same request, fair (FIFO) or plain.
+    ///
+    /// ```
+    /// assert!(latchkey::store::AcquireRequest::new(latchkey::Ttl::DEFAULT).fair(true).fair);
+    /// ```
+    pub fn fair(mut self, fair: bool) -> Self {
+        self.fair = fair;
+        self
+    }
+
+    /// The same request, joining (or staying in) the queue with a waiter lease of
+    /// `lease`, or just trying with `None`.
+    ///
+    /// ```
+    /// use latchkey::{store::AcquireRequest, Ttl};
+    /// let waiting = AcquireRequest::new(Ttl::DEFAULT).queued(Some(Ttl::DEFAULT));
+    /// assert_eq!(waiting.queue_lease, Some(Ttl::DEFAULT));
+    /// ```
+    pub fn queued(mut self, lease: Option<Ttl>) -> Self {
+        self.queue_lease = lease;
+        self
+    }
+}
+
+/// What one acquire attempt found.
+///
+/// ```
+/// use latchkey::store::Attempt;
+/// let a = Attempt::busy(None, None);
+/// assert!(!matches!(a, Attempt::Acquired { .. }));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Attempt {
+    /// The lock is ours, with this fencing token.
+    #[non_exhaustive]
+    Acquired {
+        /// Strictly larger than every token handed out for this lock before.
+        fence: u64,
+        /// Others in the lock's wait queue when it was granted (0 when the attempt
+        /// did not look): while they wait, a task of this process gets the lock only
+        /// by a pass ahead of them (see [`Pass`](super::Pass)).
+        queued: u64,
+    },
+    /// Someone else holds it.
+    #[non_exhaustive]
+    Busy {
+        /// The holder's remaining lease; `None` when the holder set no expiry.
+        pttl: Option<Duration>,
+        /// The holder's owner value (full: mask it before showing it); `None` when
+        /// the lock is free but owed to a fair waiter.
+        holder: Option<String>,
+        /// From an attempt that joined (or stayed in) the queue: every fencing token
+        /// granted after it is larger, so a wake-up that hands this waiter a token at
+        /// or below it is stale (the lock it handed has been lost since). 0 otherwise.
+        fence_floor: u64,
+        /// From an attempt that joined (or stayed in) the queue: when the waiter lease
+        /// it set ends (server ms). A wake-up whose
+        /// [`Handed::waiter_lease_end`](super::Handed::waiter_lease_end) is older
+        /// comes from a server that lost this attempt. 0 otherwise.
+        waiter_lease_end: u64,
+    },
+}
+
+impl Attempt {
+    /// The lock is ours with fencing token `fence`; `queued` others wait for it.
+    ///
+    /// ```
+    /// let won = latchkey::store::Attempt::acquired(7, 0);
+    /// assert!(matches!(won, latchkey::store::Attempt::Acquired { fence: 7, .. }));
+    /// ```
+    pub fn acquired(fence: u64, queued: u64) -> Self {
+        Attempt::Acquired { fence, queued }
+    }
+
+    /// Someone else holds it (`holder`, for `pttl` more), or it is owed to a fair
+    /// waiter (`holder` is `None`). A store that hands wake-ups with fencing tokens
+    /// adds the queue's floor with [`queued_at`](Self::queued_at).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let busy = latchkey::store::Attempt::busy(Some(Duration::from_secs(3)), Some("3cd1…".into()));
+    /// assert!(matches!(busy, latchkey::store::Attempt::Busy { fence_floor: 0, .. }));
+    /// ```
+    pub fn busy(pttl: Option<Duration>, holder: Option<String>) -> Self {
+        Attempt::Busy {
+            pttl,
+            holder,
+            fence_floor: 0,
+            waiter_lease_end: 0,
+        }
+    }
+
+    /// A busy answer to a queued attempt, with its fence floor and the end of the
+    /// waiter lease it set (see the fields of [`Busy`](Self::Busy)); an acquired one
+    /// is returned unchanged.
+    ///
+    /// ```
+    /// let busy = latchkey::store::Attempt::busy(None, None).queued_at(41, 1_700_000_000_000);
+    /// assert!(matches!(busy, latchkey::store::Attempt::Busy { fence_floor: 41, .. }));
+    /// ```
+    pub fn queued_at(self, fence_floor: u64, waiter_lease_end: u64) -> Self {
+        match self {
+            Attempt::Busy { pttl, holder, .. } => Attempt::Busy {
+                pttl,
+                holder,
+                fence_floor,
+                waiter_lease_end,
+            },
+            acquired => acquired,
+        }
+    }
+}

@@ -1,0 +1,313 @@
+//! The traits a store implements: the atomic core every lock needs, and the
+//! capabilities that make it faster or easier to look at, each with a default.
+
+use std::future::Future;
+
+use super::{AcquireRequest, Attempt, LockStatus, Watch};
+use crate::error::Result;
+use crate::key::LockKey;
+use crate::lease::Ttl;
+use crate::token::OwnerToken;
+
+/// The atomic core of a lock: take, release, extend, read the holder.
+///
+/// Like `lock_api`'s `RawMutex`, it does only the atomic work; the guard, waiting and
+/// cancellation logic of [`Mutex`](crate::Mutex) is written once on top of it. The
+/// capabilities a [`Mutex`](crate::Mutex) also uses, [`Pass`] and [`WakeUps`], have
+/// default bodies: a store without them implements them empty, and its waiters
+/// re-check on timers instead of being woken.
+///
+/// Every method is one atomic step on the server side; implementations map server
+/// errors to [`crate::Error`] with the node and key for context. The methods do not
+/// retry and do not release anything when dropped: that is the job of
+/// [`Mutex`](crate::Mutex). A caller that drives a store directly owns the cleanup:
+/// after a `try_acquire` whose answer it did not get, it must `release` with the
+/// same owner token.
+///
+/// Each step either ran whole on the server or not at all, so dropping one of its
+/// futures leaves the store consistent; the caller just does not learn which
+/// happened. The `# Errors` sections below say what the Redis stores return; the
+/// errors every reply can carry are [`Error::Unreachable`](crate::Error::Unreachable),
+/// [`Error::AuthFailed`](crate::Error::AuthFailed),
+/// [`Error::AclDenied`](crate::Error::AclDenied),
+/// [`Error::NotRedis`](crate::Error::NotRedis), [`Error::Tls`](crate::Error::Tls) and
+/// [`Error::Redis`](crate::Error::Redis).
+///
+/// ```no_run
+/// use latchkey::store::{AcquireRequest, Attempt, LockStore, SingleNode};
+/// use latchkey::{LockKey, OwnerToken, Prefix, Ttl};
+///
+/// # async fn demo() -> latchkey::Result<()> {
+/// let store = SingleNode::open("redis://127.0.0.1:6379").await?;
+/// let key = LockKey::new(&Prefix::default(), "raw-demo")?;
+/// let me = OwnerToken::generate()?;
+/// if let Attempt::Acquired { fence, .. } = store.try_acquire(&key, &me, AcquireRequest::new(Ttl::DEFAULT)).await? {
+///     println!("fence {fence}");
+///     store.release(&key, &me, None).await?;
+/// }
+/// # Ok(()) }
+/// ```
+pub trait LockStore: Clone + Send + Sync + 'static {
+    /// Sets `owner` on `key` if the key is free (and, for a fair request, nobody
+    /// waits ahead); otherwise queues `owner` if asked to. A key that already holds
+    /// `owner` (an earlier attempt whose reply was lost, or a release that handed it
+    /// the lock) is claimed too, with a new lease and fencing token.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`](crate::Error::WrongType) if a key of the lock holds
+    /// another type, [`Error::ReadOnly`](crate::Error::ReadOnly) on a replica, and the
+    /// errors every reply can carry. A busy lock is not an error:
+    /// [`Attempt::Busy`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave the lock set to `owner`, or `owner` in the
+    /// queue: release with `leaving` set to undo either.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{AcquireRequest, Attempt, LockStore, SingleNode};
+    /// # async fn demo(store: SingleNode, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+    /// match store.try_acquire(&key, &me, AcquireRequest::new(latchkey::Ttl::DEFAULT)).await? {
+    ///     Attempt::Acquired { fence, .. } => println!("ours, fence {fence}"),
+    ///     Attempt::Busy { pttl, .. } => println!("busy for {pttl:?}"),
+    ///     _ => {}
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn try_acquire(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        request: AcquireRequest,
+    ) -> impl Future<Output = Result<Attempt>> + Send;
+
+    /// Frees `key` if it holds `owner`; true when it was `owner`'s. A store with a
+    /// wait queue grants the lock (with a fencing token) to the oldest live waiter,
+    /// plain or fair, and tells that one through its [`Watch`]; otherwise it deletes
+    /// the key. With `leaving`, the lease `owner` asked for when it queued
+    /// ([`AcquireRequest::ttl`]), it first takes `owner` out of the wait queue (a
+    /// waiter that gives up or is cancelled). A harmless no-op otherwise, so it is
+    /// safe to repeat.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`](crate::Error::WrongType),
+    /// [`Error::ReadOnly`](crate::Error::ReadOnly), and the errors every reply can
+    /// carry.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may or may not have released: call it again.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{LockStore, SingleNode};
+    /// # async fn demo(store: SingleNode, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+    /// let was_ours = store.release(&key, &me, None).await?;
+    /// # Ok(()) }
+    /// ```
+    fn release(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        leaving: Option<Ttl>,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Resets `key`'s lease to `ttl` if it holds `owner`; true when it did.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`](crate::Error::WrongType),
+    /// [`Error::ReadOnly`](crate::Error::ReadOnly), and the errors every reply can
+    /// carry.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may or may not have reset the lease.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{LockStore, SingleNode};
+    /// # async fn demo(store: SingleNode, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+    /// let still_ours = store.extend(&key, &me, latchkey::Ttl::DEFAULT).await?;
+    /// # Ok(()) }
+    /// ```
+    fn extend(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        ttl: Ttl,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// The value the lock key holds now (the holder's token), if any.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`](crate::Error::WrongType) if the key is not a string, and
+    /// the errors every reply can carry.
+    ///
+    /// # Cancel safety
+    ///
+    /// It only reads: dropping the future has no effect.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{LockStore, SingleNode};
+    /// # async fn demo(store: SingleNode, key: latchkey::LockKey) -> latchkey::Result<()> {
+    /// let holder: Option<String> = store.owner(&key).await?;
+    /// # Ok(()) }
+    /// ```
+    fn owner(&self, key: &LockKey) -> impl Future<Output = Result<Option<String>>> + Send;
+
+    /// Where this store keeps its locks (an address, never with credentials), for
+    /// errors the caller reports itself, such as a wait whose requests all went
+    /// unanswered until its deadline.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{LockStore, SingleNode};
+    /// # fn demo(store: SingleNode) {
+    /// println!("locks on {}", LockStore::node(&store));
+    /// # }
+    /// ```
+    fn node(&self) -> &str;
+}
+
+/// Capability: hand a held lock straight to another owner of this process, so the
+/// tasks of one process take turns without a release and a new acquire each.
+///
+/// The default never passes (returns `Ok(None)`): the holder then releases and the
+/// next task acquires as usual.
+///
+/// ```no_run
+/// # use latchkey::store::{Pass, SingleNode};
+/// # async fn demo(store: SingleNode, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+/// let next = latchkey::OwnerToken::generate()?;
+/// if let Some(fence) = store.pass(&key, &me, &next, latchkey::Ttl::DEFAULT, false).await? {
+///     println!("`next` holds it now, fence {fence}");
+/// }
+/// # Ok(()) }
+/// ```
+pub trait Pass: LockStore {
+    /// Hands `key`, held by `owner`, straight to `next` with a lease of `ttl` and a
+    /// new fencing token, unless anyone waits in the lock's queue and
+    /// `ahead_of_queue` is false. Returns the new token, or `None` when the lock was
+    /// not passed (not ours, or others wait). Repeating a pass whose reply was lost
+    /// is safe: it finds `next` holding and claims the lock for it again.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`](crate::Error::WrongType),
+    /// [`Error::ReadOnly`](crate::Error::ReadOnly), and the errors every reply can
+    /// carry.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may or may not have passed the lock: it is then held by
+    /// `owner` or by `next`, and one of them must release it.
+    fn pass(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        next: &OwnerToken,
+        ttl: Ttl,
+        ahead_of_queue: bool,
+    ) -> impl Future<Output = Result<Option<u64>>> + Send {
+        let _ = (key, owner, next, ttl, ahead_of_queue);
+        async { Ok(None) }
+    }
+}
+
+/// Capability: wake a waiter when a release picks it, instead of letting it
+/// re-check on a timer.
+///
+/// The defaults return a [`Watch`] that never fires: waiters then re-check the lock
+/// on a timer (a few ms, backing off to 100 ms).
+///
+/// ```no_run
+/// # use latchkey::store::{SingleNode, WakeUps};
+/// # async fn demo(store: SingleNode, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+/// let watch = match store.join_watch(&key, &me) {
+///     Some(watch) => watch,
+///     None => store.watch(&key, &me).await?,
+/// };
+/// # Ok(()) }
+/// ```
+pub trait WakeUps: LockStore {
+    /// Starts listening for the wake-up a release sends `owner` on `key`. Returns
+    /// once the subscription is confirmed, so no wake-up sent after it is missed.
+    ///
+    /// The Redis stores wait at most the 1 s reply timeout for the confirmation. If
+    /// it does not come (the subscriber connection is down or stalled) the watch is
+    /// returned anyway: [`Watch::is_live`] is then false until the subscription is
+    /// confirmed, and the caller must re-check on its own meanwhile.
+    ///
+    /// # Errors
+    ///
+    /// The Redis stores return none: a subscriber connection that fails shows as a
+    /// watch that is not live.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future unregisters the waiter; nothing stays behind.
+    fn watch(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+    ) -> impl Future<Output = Result<Watch>> + Send {
+        let _ = (key, owner);
+        async { Ok(Watch::never()) }
+    }
+
+    /// Like [`watch`](Self::watch), but only if that costs no round trip because
+    /// this process already listens on `key` for other waiters. The default returns
+    /// `None`: the caller then calls `watch`.
+    fn join_watch(&self, key: &LockKey, owner: &OwnerToken) -> Option<Watch> {
+        let _ = (key, owner);
+        None
+    }
+}
+
+/// Capability: look at locks without taking them, for
+/// [`Mutex::status`](crate::Mutex::status), [`Client::list`](crate::Client::list)
+/// and the CLI's `status` and `list`.
+///
+/// ```no_run
+/// # use latchkey::store::{Inspect, SingleNode};
+/// # async fn demo(store: SingleNode, key: latchkey::LockKey) -> latchkey::Result<()> {
+/// println!("{} waiting", store.inspect(&key).await?.waiters);
+/// # Ok(()) }
+/// ```
+pub trait Inspect: LockStore {
+    /// A consistent snapshot of the lock: holder, remaining lease, last fencing
+    /// token, queue length.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`](crate::Error::WrongType) if a key of the lock holds
+    /// another type, and the errors every reply can carry.
+    ///
+    /// # Cancel safety
+    ///
+    /// It only reads: dropping the future has no effect.
+    fn inspect(&self, key: &LockKey) -> impl Future<Output = Result<LockStatus>> + Send;
+
+    /// The keys matching `pattern` (Redis glob syntax) that can be locks: strings,
+    /// not latchkey's companion keys. The Redis stores use SCAN, never KEYS (on a
+    /// cluster, on every primary). Sorted, without duplicates.
+    ///
+    /// # Errors
+    ///
+    /// The errors every reply can carry.
+    ///
+    /// # Cancel safety
+    ///
+    /// It only reads: dropping the future has no effect.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{Inspect, SingleNode};
+    /// # async fn demo(store: SingleNode) -> latchkey::Result<()> {
+    /// for key in store.scan("app:*").await? {
+    ///     println!("{key}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn scan(&self, pattern: &str) -> impl Future<Output = Result<Vec<String>>> + Send;
+}

@@ -1,0 +1,235 @@
+//! A waiter's registration for its wake-up, as any store can make one.
+
+use std::sync::{Arc, Mutex, Weak};
+
+use tokio::sync::Notify;
+
+/// A waiter's registration for its wake-up. Dropping it unregisters.
+///
+/// A store with pub/sub makes one per waiter from [`WakeUps::watch`](super::WakeUps);
+/// a store of your own makes one with [`Watch::pair`] and wakes it through the
+/// [`Notifier`].
+///
+/// ```no_run
+/// use latchkey::store::WakeUps;
+/// # async fn demo(store: latchkey::store::SingleNode, key: latchkey::LockKey) -> latchkey::Result<()> {
+/// let me = latchkey::OwnerToken::generate()?;
+/// let watch = store.watch(&key, &me).await?;
+/// watch.notified().await; // a release picked us
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Default)]
+pub struct Watch {
+    /// `None`: never fires.
+    wakeup: Option<Arc<Wakeup>>,
+    /// A pub/sub registration: live while its subscription is confirmed. `None`
+    /// with a wake-up: made by [`Watch::pair`], live while its notifier exists.
+    subscription: Option<Box<dyn Subscription>>,
+}
+
+/// A registration on a subscriber connection; dropping it unregisters.
+pub(crate) trait Subscription: Send + Sync + std::fmt::Debug {
+    /// Whether the server confirmed the subscription on the current connection.
+    fn is_live(&self) -> bool;
+}
+
+impl Watch {
+    /// A watch that never fires, for stores without wake-ups.
+    ///
+    /// ```
+    /// assert!(!latchkey::store::Watch::never().is_live());
+    /// ```
+    pub fn never() -> Self {
+        Watch::default()
+    }
+
+    /// A watch and the notifier that wakes it, for a store that delivers wake-ups
+    /// itself (in memory, or over its own transport). The watch is live while the
+    /// notifier exists.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let (watch, notifier) = latchkey::store::Watch::pair();
+    /// assert!(watch.is_live());
+    /// notifier.wake(None);
+    /// watch.notified().await; // kept until awaited
+    /// drop(notifier);
+    /// assert!(!watch.is_live());
+    /// # }
+    /// ```
+    pub fn pair() -> (Watch, Notifier) {
+        let wakeup = Arc::new(Wakeup::default());
+        let notifier = Notifier(Arc::downgrade(&wakeup));
+        let watch = Watch {
+            wakeup: Some(wakeup),
+            subscription: None,
+        };
+        (watch, notifier)
+    }
+
+    /// A watch woken through `wakeup`, live while `subscription` is confirmed.
+    pub(crate) fn subscribed(
+        wakeup: Arc<Wakeup>,
+        subscription: impl Subscription + 'static,
+    ) -> Self {
+        Watch {
+            wakeup: Some(wakeup),
+            subscription: Some(Box::new(subscription)),
+        }
+    }
+
+    /// Whether wake-ups can arrive now: the server confirmed the subscription on the
+    /// current subscriber connection (or, for [`pair`](Self::pair), the notifier
+    /// exists). While not, a waiter must re-check on its own.
+    ///
+    /// ```no_run
+    /// # fn demo(watch: latchkey::store::Watch) {
+    /// let recheck_in = if watch.is_live() { 1_000 } else { 50 }; // ms
+    /// # }
+    /// ```
+    pub fn is_live(&self) -> bool {
+        let Some(wakeup) = &self.wakeup else {
+            return false;
+        };
+        match &self.subscription {
+            Some(subscription) => subscription.is_live(),
+            None => Arc::weak_count(wakeup) > 0,
+        }
+    }
+
+    /// Resolves when a release named this waiter, or the subscriber connection was
+    /// lost and re-established (re-check the lock either way). A wake-up that came
+    /// while nobody awaited is kept for the next call. Never resolves for
+    /// [`never`](Self::never).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropping the future loses no wake-up.
+    ///
+    /// ```no_run
+    /// # async fn demo(watch: latchkey::store::Watch) {
+    /// tokio::select! {
+    ///     () = watch.notified() => println!("a release named us"),
+    ///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => println!("re-check anyway"),
+    /// }
+    /// # }
+    /// ```
+    pub async fn notified(&self) {
+        match &self.wakeup {
+            Some(wakeup) => wakeup.notify.notified().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The lock a release handed to this waiter, if one did since the last call: the
+    /// lock is then the waiter's, for the lease it asked for or what was left of its
+    /// waiter lease when the release ran, whichever was shorter. Taken: the next call
+    /// says `None` until another release names this waiter.
+    ///
+    /// ```no_run
+    /// # async fn demo(watch: latchkey::store::Watch) {
+    /// watch.notified().await;
+    /// if let Some(handed) = watch.take_handed() {
+    ///     println!("the lock is ours, fence {}", handed.fence);
+    /// }
+    /// # }
+    /// ```
+    pub fn take_handed(&self) -> Option<Handed> {
+        let wakeup = self.wakeup.as_ref()?;
+        wakeup
+            .handed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+}
+
+/// Wakes the [`Watch`] made with it by [`Watch::pair`]; dropping it makes the watch
+/// not live (its waiter then re-checks on its timer).
+///
+/// ```
+/// let (watch, notifier) = latchkey::store::Watch::pair();
+/// assert!(notifier.is_watched());
+/// drop(watch);
+/// assert!(!notifier.is_watched());
+/// ```
+#[derive(Clone, Debug)]
+pub struct Notifier(Weak<Wakeup>);
+
+impl Notifier {
+    /// Wakes the waiter to re-check the lock, or, with `handed`, tells it a release
+    /// granted it the lock (only for a store whose release grants to waiters, with a
+    /// fencing token from the queued attempt's floor on: see [`Handed`]).
+    ///
+    /// ```
+    /// let (watch, notifier) = latchkey::store::Watch::pair();
+    /// notifier.wake(Some(latchkey::store::Handed::new(8, 1_700_000_000_000)));
+    /// assert_eq!(watch.take_handed().map(|h| h.fence), Some(8));
+    /// ```
+    pub fn wake(&self, handed: Option<Handed>) {
+        if let Some(wakeup) = self.0.upgrade() {
+            wakeup.wake(handed);
+        }
+    }
+
+    /// Whether the watch still exists (a store may forget notifiers that are not).
+    ///
+    /// ```
+    /// let (watch, notifier) = latchkey::store::Watch::pair();
+    /// assert!(notifier.is_watched());
+    /// ```
+    pub fn is_watched(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+}
+
+/// A lock a release handed to a waiter, as the wake-up message told it.
+///
+/// ```
+/// let handed = latchkey::store::Handed::new(12, 1_700_000_000_000);
+/// println!("fence {}, waiter lease ended at {} ms", handed.fence, handed.waiter_lease_end);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Handed {
+    /// The fencing token the release granted.
+    pub fence: u64,
+    /// When the waiter's lease ended as the release saw it (server ms): the handed
+    /// lock lasts no longer. Older than the end the waiter's own last queued attempt
+    /// set means the server lost that attempt (it restarted from older state), and
+    /// the lock may end sooner than the waiter would count on.
+    pub waiter_lease_end: u64,
+}
+
+impl Handed {
+    /// A handover of fencing token `fence`, from a release that saw the waiter's
+    /// lease end at `waiter_lease_end` (server ms).
+    ///
+    /// ```
+    /// assert_eq!(latchkey::store::Handed::new(3, 9).fence, 3);
+    /// ```
+    pub fn new(fence: u64, waiter_lease_end: u64) -> Self {
+        Handed {
+            fence,
+            waiter_lease_end,
+        }
+    }
+}
+
+/// What a release tells one waiter: wake up, and (from a release that granted it the
+/// lock) what it was handed.
+#[derive(Debug, Default)]
+pub(crate) struct Wakeup {
+    notify: Notify,
+    /// `None`: nothing handed since the waiter last looked.
+    handed: Mutex<Option<Handed>>,
+}
+
+impl Wakeup {
+    pub(crate) fn wake(&self, handed: Option<Handed>) {
+        if handed.is_some() {
+            *self.handed.lock().unwrap_or_else(|p| p.into_inner()) = handed;
+        }
+        self.notify.notify_one();
+    }
+}
