@@ -16,6 +16,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+mod cluster;
 mod memory;
 mod proxy;
 mod replication;
@@ -23,6 +24,7 @@ mod restart;
 mod tls;
 pub mod worker;
 
+pub use cluster::RedisCluster;
 pub use memory::MemoryStore;
 pub use proxy::{FaultProxy, NewConnections};
 pub use restart::Restart;
@@ -42,6 +44,8 @@ pub const SERVER_BINARY_VAR: &str = "LATCHKEY_REDIS_SERVER";
 
 /// How long a starting server may take to answer PING.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a cluster node may be silent before the others call it failed.
+const CLUSTER_NODE_TIMEOUT_MS: u64 = 1_000;
 /// Attempts at finding a port nobody else grabbed between our probe and the bind.
 const PORT_ATTEMPTS: usize = 10;
 
@@ -69,6 +73,7 @@ pub struct ServerBuilder {
     users: Vec<AclUser>,
     tls: bool,
     aof: bool,
+    cluster: bool,
 }
 
 impl ServerBuilder {
@@ -98,6 +103,13 @@ impl ServerBuilder {
     /// everysec`), so [`RedisServer::restart_from`]`(`[`Restart::Aof`]`)` can load it.
     pub fn aof(mut self) -> Self {
         self.aof = true;
+        self
+    }
+
+    /// Run as a Redis Cluster node (`cluster-enabled yes`); [`RedisCluster`] makes
+    /// such nodes into a cluster.
+    pub fn cluster_node(mut self) -> Self {
+        self.cluster = true;
         self
     }
 
@@ -294,6 +306,11 @@ impl RedisServer {
         writeln!(file, "protected-mode no")?;
         writeln!(file, "dir {}", self.dir.display())?;
         writeln!(file, "logfile {}", self.dir.join("redis.log").display())?;
+        if self.options.cluster {
+            writeln!(file, "cluster-enabled yes\ncluster-config-file nodes.conf")?;
+            // Failures are noticed (and replicas promoted) within a couple of seconds.
+            writeln!(file, "cluster-node-timeout {CLUSTER_NODE_TIMEOUT_MS}")?;
+        }
         if let Some(password) = &self.options.password {
             writeln!(file, "requirepass {password}")?;
         }
@@ -336,9 +353,14 @@ impl RedisServer {
 
     /// One `field:value` line of `INFO section`.
     fn info_field(&self, section: &str, field: &str) -> io::Result<Option<String>> {
-        let info: String = self.admin(redis::cmd("INFO").arg(section))?;
+        self.reply_field(redis::cmd("INFO").arg(section), field)
+    }
+
+    /// One `field:value` line of a reply made of such lines (`INFO`, `CLUSTER INFO`).
+    fn reply_field(&self, command: &redis::Cmd, field: &str) -> io::Result<Option<String>> {
+        let reply: String = self.admin(command)?;
         let prefix = format!("{field}:");
-        Ok(info
+        Ok(reply
             .lines()
             .find_map(|line| line.strip_prefix(&prefix))
             .map(|value| value.trim().to_owned()))

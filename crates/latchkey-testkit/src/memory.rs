@@ -71,7 +71,9 @@ impl Lock {
     }
 
     fn is_held_by(&self, owner: &str) -> bool {
-        self.holder.as_ref().is_some_and(|(holder, _)| holder == owner)
+        self.holder
+            .as_ref()
+            .is_some_and(|(holder, _)| holder == owner)
     }
 
     /// Whether a fair request by `owner` would overtake someone queued before it.

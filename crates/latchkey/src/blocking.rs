@@ -29,7 +29,7 @@
 //!   async guard releases in the background).
 //! - A waiting call cannot be cancelled from outside: use
 //!   [`Mutex::lock_timeout`] to bound it.
-//! - The store is always a [`SingleNode`](crate::store::SingleNode) opened by URL or
+//! - The store is always a [`RedisStore`](crate::store::RedisStore) opened by URL or
 //!   from a redis-rs client.
 //!
 //! Waiting, leases, fencing and the behaviour under faults are those of the async API:

@@ -5,7 +5,7 @@ use crate::key::{LockKey, Prefix};
 use crate::lock::LocalLocks;
 use crate::lock::Mutex;
 use crate::ratelimit::FixedWindow;
-use crate::store::{Connection, Inspect, LockStatus, Pass, SingleNode, WakeUps, WindowCounter};
+use crate::store::{Connection, Inspect, LockStatus, Pass, RedisStore, WakeUps, WindowCounter};
 
 /// Hands out locks on one store, all under one key prefix. Cheap to clone: clones
 /// share the connection, the subscriber connection that wakes waiters, and the local
@@ -19,14 +19,14 @@ use crate::store::{Connection, Inspect, LockStatus, Pass, SingleNode, WakeUps, W
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
-pub struct Client<S = SingleNode> {
+pub struct Client<S = RedisStore> {
     store: S,
     prefix: Prefix,
     // Lets the client's mutex handles pass a lock between their tasks.
     local: LocalLocks,
 }
 
-impl Client<SingleNode> {
+impl Client<RedisStore> {
     /// Connects to one Redis server by URL (`redis://`, `rediss://` for TLS,
     /// `redis+unix://`). User name and password go in the URL. One PING checks the
     /// server and the credentials now, not at the first lock. The connection
@@ -59,7 +59,29 @@ impl Client<SingleNode> {
     /// # Ok(()) }
     /// ```
     pub async fn open(url: &str) -> Result<Self> {
-        Ok(Client::with_store(SingleNode::open(url).await?))
+        Ok(Client::with_store(RedisStore::open(url).await?))
+    }
+
+    /// Connects to a Redis Cluster through `seeds`, the URLs of some of its nodes
+    /// (see [`RedisStore::open_cluster`]): the same locks, waiting and fencing, each
+    /// lock on the primary that owns its hash slot, wake-ups by sharded pub/sub.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open), and
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) without seeds.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves nothing behind.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let client = latchkey::Client::open_cluster(&["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"]).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open_cluster(seeds: &[impl AsRef<str>]) -> Result<Self> {
+        Ok(Client::with_store(RedisStore::open_cluster(seeds).await?))
     }
 
     /// Connects through a redis-rs client the application already configured (a
@@ -82,7 +104,7 @@ impl Client<SingleNode> {
     /// # Ok(()) }
     /// ```
     pub async fn from_redis_client(client: redis::Client) -> Result<Self> {
-        Ok(Client::with_store(SingleNode::from_client(client).await?))
+        Ok(Client::with_store(RedisStore::from_client(client).await?))
     }
 
     /// Shares a connection the application already has (a `ConnectionManager` or a
@@ -94,7 +116,7 @@ impl Client<SingleNode> {
     /// broken). Such a client has no subscriber connection, so its waiters re-check
     /// the lock on a timer (a few ms, backing off to 100 ms) instead of being woken;
     /// for wake-ups, build the store with
-    /// [`SingleNode::with_subscriber`](crate::store::SingleNode::with_subscriber) and
+    /// [`RedisStore::with_subscriber`](crate::store::RedisStore::with_subscriber) and
     /// use [`with_store`](Self::with_store).
     ///
     /// ```no_run
@@ -105,7 +127,7 @@ impl Client<SingleNode> {
     /// # Ok(()) }
     /// ```
     pub fn from_connection(conn: impl Into<Connection>) -> Self {
-        Client::with_store(SingleNode::from_connection(conn))
+        Client::with_store(RedisStore::from_connection(conn))
     }
 }
 
@@ -115,7 +137,7 @@ impl<S> Client<S> {
     ///
     /// ```no_run
     /// # async fn demo() -> latchkey::Result<()> {
-    /// let store = latchkey::store::SingleNode::open("redis://127.0.0.1:6379").await?;
+    /// let store = latchkey::store::RedisStore::open("redis://127.0.0.1:6379").await?;
     /// let client = latchkey::Client::with_store(store);
     /// # Ok(()) }
     /// ```

@@ -226,7 +226,8 @@ impl Error {
     }
 
     /// True when the same call may succeed if tried again later: busy, unreachable,
-    /// or a server that is still loading its data, failing over or not yet ready.
+    /// a server that is still loading its data, failing over or not yet ready, or a
+    /// cluster slot that moved more often than one call follows.
     /// Waiting calls retry these themselves while their deadline allows. Everything
     /// else (credentials, ACL, a key of another type, a replica, a bad argument)
     /// needs a change before a retry can help.
@@ -245,6 +246,8 @@ impl Error {
                         | ServerErrorKind::TryAgain
                         | ServerErrorKind::MasterDown
                         | ServerErrorKind::ClusterDown
+                        | ServerErrorKind::Moved
+                        | ServerErrorKind::Ask
                 )
             ),
             _ => false,

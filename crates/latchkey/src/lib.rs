@@ -360,7 +360,7 @@
 //! takes a `redis::Client` you configured (a private CA, a client certificate), and
 //! [`Client::from_connection`] shares a `ConnectionManager` or `MultiplexedConnection`
 //! you already have (it then has no subscriber connection of its own; see
-//! [`store::SingleNode::with_subscriber`]).
+//! [`store::RedisStore::with_subscriber`]).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {

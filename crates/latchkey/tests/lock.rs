@@ -345,7 +345,7 @@ async fn prefixes_and_shared_connections_work() {
     assert_eq!(fence, guard.fence());
     guard.release().await.unwrap();
 
-    let store = latchkey::store::SingleNode::open(&server.url())
+    let store = latchkey::store::RedisStore::open(&server.url())
         .await
         .unwrap();
     let key = LockKey::new(&Prefix::new("raw:").unwrap(), "k").unwrap();
@@ -361,7 +361,7 @@ async fn prefixes_and_shared_connections_work() {
 #[tokio::test]
 async fn a_pass_goes_ahead_of_plain_waiters_but_never_of_a_fair_one() {
     let server = RedisServer::start().unwrap();
-    let store = latchkey::store::SingleNode::open(&server.url())
+    let store = latchkey::store::RedisStore::open(&server.url())
         .await
         .unwrap();
     let key = LockKey::new(&Prefix::default(), "ahead").unwrap();

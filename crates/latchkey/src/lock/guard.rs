@@ -12,7 +12,7 @@ use super::watchdog::{self, Renewals};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::{Lease, Ttl};
-use crate::store::{Pass, SingleNode, WakeUps};
+use crate::store::{Pass, RedisStore, WakeUps};
 use crate::token::OwnerToken;
 
 /// A held lock. Its life is the critical section.
@@ -36,7 +36,7 @@ use crate::token::OwnerToken;
 /// # Ok(()) }
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
-pub struct MutexGuard<S: Pass + WakeUps = SingleNode> {
+pub struct MutexGuard<S: Pass + WakeUps = RedisStore> {
     held: Arc<Held<S>>,
 }
 

@@ -9,7 +9,7 @@ use super::waiter::{self, Wait};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::{Lease, Ttl};
-use crate::store::{Inspect, LockStatus, Pass, SingleNode, WakeUps};
+use crate::store::{Inspect, LockStatus, Pass, RedisStore, WakeUps};
 use crate::token::OwnerToken;
 
 /// How long a queued waiter counts as alive without trying again. It tries again at
@@ -57,7 +57,7 @@ const FORCE_ATTEMPTS: usize = 5;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
-pub struct Mutex<S = SingleNode> {
+pub struct Mutex<S = RedisStore> {
     store: S,
     key: LockKey,
     lease: Lease,
@@ -77,9 +77,9 @@ impl<S: Pass + WakeUps> Mutex<S> {
     ///
     /// ```no_run
     /// # async fn demo() -> latchkey::Result<()> {
-    /// use latchkey::{LockKey, Mutex, Prefix, store::SingleNode};
+    /// use latchkey::{LockKey, Mutex, Prefix, store::RedisStore};
     ///
-    /// let store = SingleNode::open("redis://127.0.0.1:6379").await?;
+    /// let store = RedisStore::open("redis://127.0.0.1:6379").await?;
     /// let mutex = Mutex::new(store, LockKey::new(&Prefix::default(), "reindex")?);
     /// # Ok(()) }
     /// ```

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::Ttl;
-use crate::store::{SingleNode, WindowCounter};
+use crate::store::{RedisStore, WindowCounter};
 
 /// Allows `limit` calls per window of `per`, shared by every process using the key.
 ///
@@ -29,7 +29,7 @@ use crate::store::{SingleNode, WindowCounter};
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
-pub struct FixedWindow<S = SingleNode> {
+pub struct FixedWindow<S = RedisStore> {
     store: S,
     // The count lives in the key's `:lk:rate` companion.
     key: LockKey,

@@ -6,9 +6,11 @@ use std::sync::{Arc, Mutex};
 use redis::aio::{
     ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
 };
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
-/// A cloneable, multiplexed connection to one Redis server.
+/// A cloneable, multiplexed connection to one Redis server, or to a Redis Cluster.
 ///
 /// Build it from the connection your application already has, so latchkey shares its
 /// socket instead of opening another. Such a connection stays yours: latchkey does
@@ -34,6 +36,15 @@ enum Link {
     Multiplexed(MultiplexedConnection),
     /// Ours: also replaced when a reply times out.
     Replaced(Arc<Replaceable>),
+    /// A cluster connection: routes each command to the node that owns its keys,
+    /// follows MOVED and ASK, and reconnects to each node by itself.
+    Cluster(ClusterConnection),
+}
+
+impl From<ClusterConnection> for Connection {
+    fn from(conn: ClusterConnection) -> Self {
+        Connection(Link::Cluster(conn))
+    }
 }
 
 impl From<ConnectionManager> for Connection {
@@ -104,11 +115,27 @@ impl Replaceable {
     }
 }
 
+impl Connection {
+    /// Runs `cmd` on the cluster node at `host:port` (on a connection to one server,
+    /// on that server).
+    pub(crate) async fn on_node(&mut self, cmd: Cmd, host: &str, port: u16) -> RedisResult<Value> {
+        let Link::Cluster(conn) = &mut self.0 else {
+            return cmd.query_async(self).await;
+        };
+        let node = SingleNodeRoutingInfo::ByAddress {
+            host: host.to_owned(),
+            port,
+        };
+        conn.route_command(cmd, RoutingInfo::SingleNode(node)).await
+    }
+}
+
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.0 {
             Link::Manager(c) => c.req_packed_command(cmd),
             Link::Multiplexed(c) => c.req_packed_command(cmd),
+            Link::Cluster(c) => c.req_packed_command(cmd),
             Link::Replaced(r) => Box::pin(async move {
                 let (generation, mut conn) = r.current();
                 let reply = conn.req_packed_command(cmd).await;
@@ -127,6 +154,7 @@ impl ConnectionLike for Connection {
         match &mut self.0 {
             Link::Manager(c) => c.req_packed_commands(pipeline, offset, count),
             Link::Multiplexed(c) => c.req_packed_commands(pipeline, offset, count),
+            Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
             Link::Replaced(r) => Box::pin(async move {
                 let (generation, mut conn) = r.current();
                 let reply = conn.req_packed_commands(pipeline, offset, count).await;
@@ -140,6 +168,7 @@ impl ConnectionLike for Connection {
         match &self.0 {
             Link::Manager(c) => c.get_db(),
             Link::Multiplexed(c) => c.get_db(),
+            Link::Cluster(c) => c.get_db(),
             Link::Replaced(r) => r.current().1.get_db(),
         }
     }

@@ -34,11 +34,11 @@ use crate::token::OwnerToken;
 /// [`Error::Redis`](crate::Error::Redis).
 ///
 /// ```no_run
-/// use latchkey::store::{AcquireRequest, Attempt, LockStore, SingleNode};
+/// use latchkey::store::{AcquireRequest, Attempt, LockStore, RedisStore};
 /// use latchkey::{LockKey, OwnerToken, Prefix, Ttl};
 ///
 /// # async fn demo() -> latchkey::Result<()> {
-/// let store = SingleNode::open("redis://127.0.0.1:6379").await?;
+/// let store = RedisStore::open("redis://127.0.0.1:6379").await?;
 /// let key = LockKey::new(&Prefix::default(), "raw-demo")?;
 /// let me = OwnerToken::generate()?;
 /// if let Attempt::Acquired { fence, .. } = store.try_acquire(&key, &me, AcquireRequest::new(Ttl::DEFAULT)).await? {
@@ -66,8 +66,8 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// queue: release with `leaving` set to undo either.
     ///
     /// ```no_run
-    /// # use latchkey::store::{AcquireRequest, Attempt, LockStore, SingleNode};
-    /// # async fn demo(store: SingleNode, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+    /// # use latchkey::store::{AcquireRequest, Attempt, LockStore, RedisStore};
+    /// # async fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
     /// match store.try_acquire(&key, &me, AcquireRequest::new(latchkey::Ttl::DEFAULT)).await? {
     ///     Attempt::Acquired { fence, .. } => println!("ours, fence {fence}"),
     ///     Attempt::Busy { pttl, .. } => println!("busy for {pttl:?}"),
@@ -101,8 +101,8 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// Dropping the future may or may not have released: call it again.
     ///
     /// ```no_run
-    /// # use latchkey::store::{LockStore, SingleNode};
-    /// # async fn demo(store: SingleNode, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+    /// # use latchkey::store::{LockStore, RedisStore};
+    /// # async fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
     /// let was_ours = store.release(&key, &me, None).await?;
     /// # Ok(()) }
     /// ```
@@ -126,8 +126,8 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// Dropping the future may or may not have reset the lease.
     ///
     /// ```no_run
-    /// # use latchkey::store::{LockStore, SingleNode};
-    /// # async fn demo(store: SingleNode, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+    /// # use latchkey::store::{LockStore, RedisStore};
+    /// # async fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
     /// let still_ours = store.extend(&key, &me, latchkey::Ttl::DEFAULT).await?;
     /// # Ok(()) }
     /// ```
@@ -150,8 +150,8 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// It only reads: dropping the future has no effect.
     ///
     /// ```no_run
-    /// # use latchkey::store::{LockStore, SingleNode};
-    /// # async fn demo(store: SingleNode, key: latchkey::LockKey) -> latchkey::Result<()> {
+    /// # use latchkey::store::{LockStore, RedisStore};
+    /// # async fn demo(store: RedisStore, key: latchkey::LockKey) -> latchkey::Result<()> {
     /// let holder: Option<String> = store.owner(&key).await?;
     /// # Ok(()) }
     /// ```
@@ -162,8 +162,8 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// unanswered until its deadline.
     ///
     /// ```no_run
-    /// # use latchkey::store::{LockStore, SingleNode};
-    /// # fn demo(store: SingleNode) {
+    /// # use latchkey::store::{LockStore, RedisStore};
+    /// # fn demo(store: RedisStore) {
     /// println!("locks on {}", LockStore::node(&store));
     /// # }
     /// ```
@@ -177,8 +177,8 @@ pub trait LockStore: Clone + Send + Sync + 'static {
 /// next task acquires as usual.
 ///
 /// ```no_run
-/// # use latchkey::store::{Pass, SingleNode};
-/// # async fn demo(store: SingleNode, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+/// # use latchkey::store::{Pass, RedisStore};
+/// # async fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
 /// let next = latchkey::OwnerToken::generate()?;
 /// if let Some(fence) = store.pass(&key, &me, &next, latchkey::Ttl::DEFAULT, false).await? {
 ///     println!("`next` holds it now, fence {fence}");
@@ -222,8 +222,8 @@ pub trait Pass: LockStore {
 /// on a timer (a few ms, backing off to 100 ms).
 ///
 /// ```no_run
-/// # use latchkey::store::{SingleNode, WakeUps};
-/// # async fn demo(store: SingleNode, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+/// # use latchkey::store::{RedisStore, WakeUps};
+/// # async fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
 /// let watch = match store.join_watch(&key, &me) {
 ///     Some(watch) => watch,
 ///     None => store.watch(&key, &me).await?,
@@ -270,8 +270,8 @@ pub trait WakeUps: LockStore {
 /// and the CLI's `status` and `list`.
 ///
 /// ```no_run
-/// # use latchkey::store::{Inspect, SingleNode};
-/// # async fn demo(store: SingleNode, key: latchkey::LockKey) -> latchkey::Result<()> {
+/// # use latchkey::store::{Inspect, RedisStore};
+/// # async fn demo(store: RedisStore, key: latchkey::LockKey) -> latchkey::Result<()> {
 /// println!("{} waiting", store.inspect(&key).await?.waiters);
 /// # Ok(()) }
 /// ```
@@ -302,8 +302,8 @@ pub trait Inspect: LockStore {
     /// It only reads: dropping the future has no effect.
     ///
     /// ```no_run
-    /// # use latchkey::store::{Inspect, SingleNode};
-    /// # async fn demo(store: SingleNode) -> latchkey::Result<()> {
+    /// # use latchkey::store::{Inspect, RedisStore};
+    /// # async fn demo(store: RedisStore) -> latchkey::Result<()> {
     /// for key in store.scan("app:*").await? {
     ///     println!("{key}");
     /// }

@@ -12,17 +12,19 @@
 //! The guard, waiting and cancellation logic of [`Mutex`](crate::Mutex) is written
 //! once on top of them and does not know which store it talks to.
 //!
-//! [`SingleNode`] is the store on one Redis server (or the primary of a
-//! primary/replica set). Its connections time out after 2 s to connect and 1 s for a
-//! reply, and the one it makes itself is replaced after a reply timed out; a
-//! separate subscriber connection wakes waiters (see
+//! [`RedisStore`] is the store on Redis: one server (or the primary of a
+//! primary/replica set), or a Redis Cluster ([`RedisStore::open_cluster`]). Its
+//! connections time out after 2 s to connect and 1 s for a reply, and the one it
+//! makes itself is replaced after a reply timed out; a separate subscriber
+//! connection wakes waiters (see
 //! [Under faults](crate#under-faults)). Most code never touches a store: it uses
 //! [`Client`](crate::Client), which makes one.
 
 mod attempt;
+mod cluster;
 mod connection;
 mod lock_store;
-mod single_node;
+mod redis_store;
 mod status;
 mod subscriber;
 mod watch;
@@ -33,7 +35,11 @@ use std::time::Duration;
 pub use attempt::{AcquireRequest, Attempt};
 pub use connection::Connection;
 pub use lock_store::{Inspect, LockStore, Pass, WakeUps};
-pub use single_node::SingleNode;
+pub use redis_store::RedisStore;
+
+/// The store's name before it learned to talk to a cluster.
+#[deprecated(note = "renamed `RedisStore`: one type for a single node, a cluster and Sentinel")]
+pub type SingleNode = RedisStore;
 pub use status::LockStatus;
 pub use watch::{Handed, Notifier, Watch};
 pub use window::{WindowCount, WindowCounter};

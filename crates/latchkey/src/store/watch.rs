@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 ///
 /// ```no_run
 /// use latchkey::store::WakeUps;
-/// # async fn demo(store: latchkey::store::SingleNode, key: latchkey::LockKey) -> latchkey::Result<()> {
+/// # async fn demo(store: latchkey::store::RedisStore, key: latchkey::LockKey) -> latchkey::Result<()> {
 /// let me = latchkey::OwnerToken::generate()?;
 /// let watch = store.watch(&key, &me).await?;
 /// watch.notified().await; // a release picked us

@@ -13,7 +13,7 @@ use crate::lease::Ttl;
 ///
 /// ```no_run
 /// use latchkey::store::WindowCounter;
-/// # async fn demo(store: latchkey::store::SingleNode, key: latchkey::LockKey) -> latchkey::Result<()> {
+/// # async fn demo(store: latchkey::store::RedisStore, key: latchkey::LockKey) -> latchkey::Result<()> {
 /// let seen = store.count_in_window(&key, latchkey::Ttl::DEFAULT).await?;
 /// println!("call {} of this window, which resets in {:?}", seen.count, seen.resets_in);
 /// # Ok(()) }

@@ -8,12 +8,14 @@
 --          the fencing token it was granted and when its waiter lease ends (server
 --          ms, as this release saw it), joined by ':'.
 -- ARGV     token, leaving: '' or, when the caller may be queued, the lock lease it
---          asked for (ms): it leaves the queue first.
+--          asked for (ms): it leaves the queue first; publish: 'sharded' on a
+--          cluster (SPUBLISH: the message stays within the shard of the lock,
+--          where its waiters listen with SSUBSCRIBE), else '' (PUBLISH).
 --
 -- Returns 1 if the lock was ours (and is now handed over, or free), else 0.
 
 local lock, fence_key, queue, leases, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token, leaving = ARGV[1], ARGV[2]
+local token, leaving, sharded = ARGV[1], ARGV[2], ARGV[3] == 'sharded'
 
 local holder = redis.call('GET', lock)
 -- Nobody ever queued (the common case): no queue work, and EXISTS cannot fail on a
@@ -49,5 +51,5 @@ leave_queue(queue, leases, waiter)
 -- pcall: the release has happened; an ACL user without rights on the channel must
 -- not turn it into an error (the waiter's timer then finds the lock instead).
 local told = string.format('%s:%d:%d', redis.sha1hex(waiter_token), fence, lease_end)
-redis.pcall('PUBLISH', channel, told)
+redis.pcall(sharded and 'SPUBLISH' or 'PUBLISH', channel, told)
 return 1

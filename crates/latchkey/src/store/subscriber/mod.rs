@@ -14,13 +14,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{mpsc, oneshot};
 
 use super::watch::{Subscription, Wakeup};
-use super::{CONNECT_TIMEOUT, Handed, RESPONSE_TIMEOUT, Watch};
-use crate::error::{Error, Result, connection_failed};
+use super::{Handed, RESPONSE_TIMEOUT, Watch};
+use crate::error::{Error, Result};
+
+mod node;
+mod sharded;
 
 /// Pause before reconnecting a lost subscriber connection; it doubles while
 /// reconnecting fails, up to the cap, so a path that fails at once is not hammered.
@@ -60,13 +61,27 @@ pub(crate) struct Subscriber {
 
 #[derive(Debug)]
 struct Shared {
-    client: redis::Client,
     node: Arc<str>,
     channels: Mutex<HashMap<String, Channel>>,
     commands: mpsc::UnboundedSender<Command>,
     // Taken by the task when it starts (on the first watch, inside a runtime).
-    receiver: Mutex<Option<mpsc::UnboundedReceiver<Command>>>,
+    pending: Mutex<Option<(Source, mpsc::UnboundedReceiver<Command>)>>,
     started: OnceLock<()>,
+}
+
+/// Where releases publish wake-ups, and so what to subscribe to.
+#[derive(Debug)]
+// Made once per store and moved into its task: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Source {
+    /// One server: `SUBSCRIBE` on a pub/sub connection.
+    Node(redis::Client),
+    /// A cluster: `SSUBSCRIBE`, to the shard that owns each lock's channel; the
+    /// client (RESP3) delivers messages to the receiver.
+    Cluster(
+        redis::cluster::ClusterClient,
+        mpsc::UnboundedReceiver<redis::PushInfo>,
+    ),
 }
 
 /// The local waiters of one channel, and whether the server confirmed our
@@ -84,15 +99,14 @@ enum Command {
 }
 
 impl Subscriber {
-    pub(crate) fn new(client: redis::Client, node: Arc<str>) -> Self {
+    pub(crate) fn new(source: Source, node: Arc<str>) -> Self {
         let (commands, receiver) = mpsc::unbounded_channel();
         Subscriber {
             shared: Arc::new(Shared {
-                client,
                 node,
                 channels: Mutex::default(),
                 commands,
-                receiver: Mutex::new(Some(receiver)),
+                pending: Mutex::new(Some((source, receiver))),
                 started: OnceLock::new(),
             }),
         }
@@ -145,9 +159,16 @@ impl Subscriber {
 
     fn start(&self) {
         self.shared.started.get_or_init(|| {
-            let receiver = self.shared.receiver.lock().ok().and_then(|mut r| r.take());
-            if let Some(receiver) = receiver {
-                tokio::spawn(run(Arc::downgrade(&self.shared), receiver));
+            let pending = self.shared.pending.lock().ok().and_then(|mut p| p.take());
+            let shared = Arc::downgrade(&self.shared);
+            match pending {
+                Some((Source::Node(client), commands)) => {
+                    tokio::spawn(node::run(client, shared, commands));
+                }
+                Some((Source::Cluster(client, pushes), commands)) => {
+                    tokio::spawn(sharded::run(client, pushes, shared, commands));
+                }
+                None => {}
             }
         });
     }
@@ -185,6 +206,18 @@ impl Shared {
         }
     }
 
+    /// Marks `channel` unconfirmed and wakes its waiters to re-check; false when
+    /// nobody watches it.
+    fn unconfirm(&self, channel: &str) -> bool {
+        let mut channels = self.lock_channels();
+        let Some(entry) = channels.get_mut(channel) else {
+            return false;
+        };
+        entry.confirmed = false;
+        entry.waiters.values().for_each(|w| w.wake(None));
+        true
+    }
+
     /// Marks every channel unconfirmed (the connection is new or gone) and lists them.
     fn unconfirm_all(&self) -> Vec<String> {
         let mut channels = self.lock_channels();
@@ -214,110 +247,6 @@ impl Shared {
     fn wake_all(&self) {
         for channel in self.lock_channels().values() {
             channel.waiters.values().for_each(|w| w.wake(None));
-        }
-    }
-}
-
-/// The subscriber task: runs until every clone of the store is gone.
-async fn run(shared: Weak<Shared>, mut commands: mpsc::UnboundedReceiver<Command>) {
-    loop {
-        let Some(connected) = connect(&shared).await else {
-            return;
-        };
-        let (mut sink, mut stream) = connected;
-        if !serve(&shared, &mut sink, &mut stream, &mut commands).await {
-            return;
-        }
-        let Some(strong) = shared.upgrade() else {
-            return;
-        };
-        tracing::warn!(node = %strong.node, "subscriber connection lost; reconnecting");
-        strong.unconfirm_all();
-        strong.wake_all();
-        drop(strong);
-        tokio::time::sleep(RECONNECT_PAUSE).await;
-    }
-}
-
-/// Opens the subscriber connection and resubscribes every channel still watched.
-async fn connect(shared: &Weak<Shared>) -> Option<(PubSubSink, PubSubStream)> {
-    let mut pause = RECONNECT_PAUSE;
-    loop {
-        let strong = shared.upgrade()?;
-        let attempt = async {
-            let pubsub = within(CONNECT_TIMEOUT, strong.client.get_async_pubsub()).await?;
-            let (mut sink, stream) = pubsub.split();
-            let wanted = strong.unconfirm_all();
-            if !wanted.is_empty() {
-                match within(RESPONSE_TIMEOUT, sink.subscribe(&wanted)).await {
-                    Ok(()) => wanted.iter().for_each(|c| strong.set_confirmed(c)),
-                    Err(error) if connection_failed(&error) => return Err(error),
-                    // Refused (an ACL without the channels): waiters use their timers.
-                    Err(error) => refused(&strong, &error),
-                }
-            }
-            Ok::<_, redis::RedisError>((sink, stream))
-        };
-        match attempt.await {
-            Ok(connected) => {
-                // Anything published while we were away is lost: let everyone re-check.
-                strong.wake_all();
-                return Some(connected);
-            }
-            Err(error) => {
-                let error = Error::from_redis(error, &strong.node, "");
-                tracing::warn!(%error, "cannot open the subscriber connection; retrying");
-            }
-        }
-        drop(strong);
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(RECONNECT_PAUSE_CAP);
-    }
-}
-
-/// Routes messages and (un)subscribes until the connection drops or stalls (`true`)
-/// or the store is gone (`false`).
-async fn serve(
-    shared: &Weak<Shared>,
-    sink: &mut PubSubSink,
-    stream: &mut PubSubStream,
-    commands: &mut mpsc::UnboundedReceiver<Command>,
-) -> bool {
-    let mut heartbeat = tokio::time::interval(HEARTBEAT);
-    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = heartbeat.tick() => {
-                // A connection that stalled without closing never ends the stream.
-                if let Err(error) = within(RESPONSE_TIMEOUT, sink.ping::<redis::Value>()).await {
-                    if connection_failed(&error) {
-                        return true;
-                    }
-                }
-            }
-            message = stream.next() => {
-                let Some(message) = message else { return true };
-                let Some(strong) = shared.upgrade() else { return false };
-                let payload = String::from_utf8_lossy(message.get_payload_bytes());
-                strong.wake(message.get_channel_name(), &payload);
-            }
-            command = commands.recv() => {
-                let Some(command) = command else { return false };
-                let sent = match command {
-                    Command::Subscribe(channel, ack) => within(RESPONSE_TIMEOUT, sink.subscribe(&channel)).await.map(|()| {
-                        let _ = ack.send(());
-                    }),
-                    Command::Unsubscribe(channel) => within(RESPONSE_TIMEOUT, sink.unsubscribe(&channel)).await,
-                };
-                match sent {
-                    Ok(()) => {}
-                    Err(error) if connection_failed(&error) => return true,
-                    Err(error) => {
-                        let Some(strong) = shared.upgrade() else { return false };
-                        refused(&strong, &error);
-                    }
-                }
-            }
         }
     }
 }

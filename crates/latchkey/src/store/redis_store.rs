@@ -6,7 +6,8 @@ use std::time::Duration;
 use redis::aio::ConnectionManagerConfig;
 use redis::{FromRedisValue, RedisResult, Script, ScriptInvocation};
 
-use super::subscriber::Subscriber;
+use super::cluster;
+use super::subscriber::{Source, Subscriber};
 use super::{
     AcquireRequest, Attempt, CONNECT_TIMEOUT, Connection, Inspect, LockStatus, LockStore, Pass,
     RESPONSE_TIMEOUT, WakeUps, Watch, WindowCount, WindowCounter,
@@ -30,19 +31,21 @@ const UNNAMED_NODE: &str = "(caller's connection)";
 ///
 /// ```no_run
 /// # async fn demo() -> latchkey::Result<()> {
-/// let store = latchkey::store::SingleNode::open("redis://127.0.0.1:6379").await?;
+/// let store = latchkey::store::RedisStore::open("redis://127.0.0.1:6379").await?;
 /// assert_eq!(store.node(), "127.0.0.1:6379");
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
-pub struct SingleNode {
+pub struct RedisStore {
     conn: Connection,
     node: Arc<str>,
     // None for a caller's connection: we have no client to open a subscriber with.
     subscriber: Option<Subscriber>,
+    /// On a cluster, releases publish with SPUBLISH and listings walk every primary.
+    cluster: bool,
 }
 
-impl SingleNode {
+impl RedisStore {
     /// Connects to the server at `url` (`redis://`, `rediss://` for TLS, or
     /// `redis+unix://`), with a connection that reconnects by itself.
     ///
@@ -58,7 +61,7 @@ impl SingleNode {
     ///
     /// ```no_run
     /// # async fn demo() -> latchkey::Result<()> {
-    /// let store = latchkey::store::SingleNode::open("rediss://app:secret@redis.internal:6380").await?;
+    /// let store = latchkey::store::RedisStore::open("rediss://app:secret@redis.internal:6380").await?;
     /// # Ok(()) }
     /// ```
     pub async fn open(url: &str) -> Result<Self> {
@@ -80,7 +83,7 @@ impl SingleNode {
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     /// let redis = redis::Client::open("redis://127.0.0.1:6379")?;
-    /// let store = latchkey::store::SingleNode::from_client(redis).await?;
+    /// let store = latchkey::store::RedisStore::from_client(redis).await?;
     /// # Ok(()) }
     /// ```
     pub async fn from_client(client: redis::Client) -> Result<Self> {
@@ -101,13 +104,60 @@ impl SingleNode {
             .set_number_of_retries(RECONNECT_RETRIES);
         let conn = Connection::replaceable(client.clone(), config)
             .map_err(|e| Error::from_redis(e, &node, ""))?;
-        let store = SingleNode {
+        let store = RedisStore {
             conn,
-            subscriber: Some(Subscriber::new(client, node.clone())),
+            subscriber: Some(Subscriber::new(Source::Node(client), node.clone())),
             node,
+            cluster: false,
         };
-        match store.ping().await {
-            Ok(()) => Ok(store),
+        store.checked(tls).await
+    }
+
+    /// Connects to a Redis Cluster through `seeds`, the URLs of some of its nodes
+    /// (one is enough; more help when one is down), as `redis-cli -c` does. User
+    /// name, password and `rediss://` go in the URLs as for [`open`](Self::open),
+    /// the same on every one.
+    ///
+    /// Each command goes to the primary that owns the lock's hash slot (all keys of
+    /// one lock share a slot); MOVED and ASK redirections and a failover are
+    /// followed inside the call, and a wait retries what is left over while its
+    /// deadline allows. Wake-ups use sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`,
+    /// Redis 7 or later), so a release's message stays within its lock's shard.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open); [`Error::InvalidArgument`] without seeds.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves nothing behind.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let seeds = ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"];
+    /// let store = latchkey::store::RedisStore::open_cluster(&seeds).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open_cluster(seeds: &[impl AsRef<str>]) -> Result<Self> {
+        let seeds = cluster::seeds(seeds)?;
+        let tls = seeds
+            .iter()
+            .any(|s| matches!(s.addr(), redis::ConnectionAddr::TcpTls { .. }));
+        let connected = cluster::connect(&seeds).await?;
+        let store = RedisStore {
+            conn: connected.conn,
+            subscriber: Some(Subscriber::new(connected.wakeups, connected.node.clone())),
+            node: connected.node,
+            cluster: true,
+        };
+        store.checked(tls).await
+    }
+
+    /// The store, once one PING went through; a TLS URL whose server does not speak
+    /// TLS (the PING timed out) is said to be so.
+    async fn checked(self, tls: bool) -> Result<Self> {
+        match self.ping().await {
+            Ok(()) => Ok(self),
             // A plain server reads a TLS hello as the start of a command and waits.
             Err(Error::Unreachable { node, source }) if tls && source.is_timeout() => {
                 Err(Error::Tls {
@@ -139,14 +189,15 @@ impl SingleNode {
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     /// let redis = redis::Client::open("redis://127.0.0.1:6379")?;
     /// let conn = redis.get_multiplexed_async_connection().await?;
-    /// let store = latchkey::store::SingleNode::from_connection(conn);
+    /// let store = latchkey::store::RedisStore::from_connection(conn);
     /// # Ok(()) }
     /// ```
     pub fn from_connection(conn: impl Into<Connection>) -> Self {
-        SingleNode {
+        RedisStore {
             conn: conn.into(),
             node: UNNAMED_NODE.into(),
             subscriber: None,
+            cluster: false,
         }
     }
 
@@ -157,18 +208,18 @@ impl SingleNode {
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     /// let redis = redis::Client::open("redis://127.0.0.1:6379")?;
     /// let conn = redis.get_multiplexed_async_connection().await?;
-    /// let store = latchkey::store::SingleNode::from_connection(conn).with_subscriber(redis);
+    /// let store = latchkey::store::RedisStore::from_connection(conn).with_subscriber(redis);
     /// # Ok(()) }
     /// ```
     pub fn with_subscriber(mut self, client: redis::Client) -> Self {
-        self.subscriber = Some(Subscriber::new(client, self.node.clone()));
+        self.subscriber = Some(Subscriber::new(Source::Node(client), self.node.clone()));
         self
     }
 
     /// The server's address, as shown in errors (never with credentials).
     ///
     /// ```no_run
-    /// # fn demo(store: latchkey::store::SingleNode) {
+    /// # fn demo(store: latchkey::store::RedisStore) {
     /// println!("locks on {}", store.node());
     /// # }
     /// ```
@@ -191,17 +242,17 @@ impl SingleNode {
     }
 }
 
-impl std::fmt::Debug for SingleNode {
+impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SingleNode")
+        f.debug_struct("RedisStore")
             .field("node", &self.node)
             .finish()
     }
 }
 
-impl LockStore for SingleNode {
+impl LockStore for RedisStore {
     fn node(&self) -> &str {
-        SingleNode::node(self)
+        RedisStore::node(self)
     }
 
     async fn try_acquire(
@@ -249,7 +300,8 @@ impl LockStore for SingleNode {
         ];
         let mut call = lock_script(&scripts::RELEASE, &keys);
         call.arg(owner.as_str())
-            .arg(leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string()));
+            .arg(leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string()))
+            .arg(if self.cluster { "sharded" } else { "" });
         self.run(&call, key).await
     }
 
@@ -271,7 +323,7 @@ impl LockStore for SingleNode {
     }
 }
 
-impl Pass for SingleNode {
+impl Pass for RedisStore {
     async fn pass(
         &self,
         key: &LockKey,
@@ -290,7 +342,7 @@ impl Pass for SingleNode {
     }
 }
 
-impl WakeUps for SingleNode {
+impl WakeUps for RedisStore {
     async fn watch(&self, key: &LockKey, owner: &OwnerToken) -> Result<Watch> {
         match &self.subscriber {
             Some(subscriber) => subscriber.watch(key.channel(), owner.waiter_id()).await,
@@ -305,7 +357,7 @@ impl WakeUps for SingleNode {
     }
 }
 
-impl Inspect for SingleNode {
+impl Inspect for RedisStore {
     async fn inspect(&self, key: &LockKey) -> Result<LockStatus> {
         let mut call = scripts::INSPECT.prepare_invoke();
         call.key(key.as_str()).key(key.fence()).key(key.queue());
@@ -323,32 +375,63 @@ impl Inspect for SingleNode {
 
     async fn scan(&self, pattern: &str) -> Result<Vec<String>> {
         let mut conn = self.conn.clone();
-        let mut cursor = 0u64;
+        let nodes = match self.cluster {
+            true => {
+                let primaries = cluster::primaries(&mut conn).await;
+                self.context(primaries, pattern)?
+                    .into_iter()
+                    .map(Some)
+                    .collect()
+            }
+            false => vec![None],
+        };
         let mut keys = Vec::new();
+        for node in nodes {
+            self.scan_node(&mut conn, node, pattern, &mut keys).await?;
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        Ok(keys)
+    }
+}
+
+impl RedisStore {
+    /// SCANs one server (on a cluster, the primary at `node`) for lock keys.
+    async fn scan_node(
+        &self,
+        conn: &mut Connection,
+        node: Option<(String, u16)>,
+        pattern: &str,
+        keys: &mut Vec<String>,
+    ) -> Result<()> {
+        let mut cursor = 0u64;
         loop {
-            let reply = redis::cmd("SCAN")
-                .arg(cursor)
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
                 .arg("MATCH")
                 .arg(pattern)
                 .arg("COUNT")
                 .arg(SCAN_BATCH)
                 .arg("TYPE")
-                .arg("string")
-                .query_async(&mut conn)
-                .await;
+                .arg("string");
+            let reply = match &node {
+                Some((host, port)) => conn
+                    .on_node(scan, host, *port)
+                    .await
+                    .and_then(|v| Ok(redis::from_redis_value(v)?)),
+                None => scan.query_async(conn).await,
+            };
             let (next, batch): (u64, Vec<String>) = self.context(reply, pattern)?;
             keys.extend(batch.into_iter().filter(|k| !is_companion_key(k)));
             if next == 0 {
-                keys.sort_unstable();
-                keys.dedup();
-                return Ok(keys);
+                return Ok(());
             }
             cursor = next;
         }
     }
 }
 
-impl WindowCounter for SingleNode {
+impl WindowCounter for RedisStore {
     async fn count_in_window(&self, key: &LockKey, window: Ttl) -> Result<WindowCount> {
         let mut call = scripts::FIXED_WINDOW.prepare_invoke();
         call.key(key.rate_counter()).arg(window.as_millis());
@@ -369,7 +452,7 @@ fn lock_script<'a>(script: &'a Script, keys: &[&str]) -> ScriptInvocation<'a> {
 
 /// redis-rs's parse errors can quote the URL, password included; say what is
 /// expected instead of echoing it.
-fn invalid_url(err: &redis::RedisError) -> Error {
+pub(super) fn invalid_url(err: &redis::RedisError) -> Error {
     let what = err
         .detail()
         .filter(|d| !d.contains('@'))

@@ -1,0 +1,162 @@
+//! A real Redis Cluster: three primaries and a replica each, from local processes.
+
+use std::io;
+use std::process::{Command, Stdio};
+
+use crate::{RedisServer, not_installed, wait_for};
+
+/// Three primaries with one replica each, made with `redis-cli --cluster create`;
+/// every node is killed on drop.
+///
+/// ```no_run
+/// let cluster = latchkey_testkit::RedisCluster::start()?;
+/// println!("seed nodes: {:?}", cluster.seeds());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts six nodes, joins them into a cluster and waits until every node sees
+    /// all 16384 slots served.
+    pub fn start() -> io::Result<Self> {
+        let nodes = (0..6)
+            .map(|_| RedisServer::builder().cluster_node().start())
+            .collect::<io::Result<Vec<_>>>()?;
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let output = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| not_installed("redis-tools", &e))?;
+        if !output.status.success() {
+            return Err(io::Error::other(format!(
+                "redis-cli --cluster create failed: {}",
+                String::from_utf8_lossy(&output.stdout)
+            )));
+        }
+        let cluster = RedisCluster { nodes };
+        cluster.wait_healthy()?;
+        wait_for("a replica serving every slot range", || {
+            let ranges = cluster.slot_ranges()?;
+            Ok(ranges.len() == 3 && ranges.iter().all(|(_, _, ports)| ports.len() == 2))
+        })?;
+        Ok(cluster)
+    }
+
+    /// `redis://` URLs of every node, to seed a cluster client.
+    pub fn seeds(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// Every node, primaries and replicas, in start order.
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+
+    /// Every node, to kill, pause or restart one.
+    pub fn nodes_mut(&mut self) -> &mut [RedisServer] {
+        &mut self.nodes
+    }
+
+    /// The index in [`nodes`](Self::nodes) of the primary that serves `key` now.
+    pub fn primary_of(&self, key: &str) -> io::Result<usize> {
+        let port = self.serving_port(key, 0)?;
+        self.index_of(port)
+    }
+
+    /// The index of a replica of the primary that serves `key` now.
+    pub fn replica_of(&self, key: &str) -> io::Result<usize> {
+        let port = self.serving_port(key, 1)?;
+        self.index_of(port)
+    }
+
+    /// Waits until every running node reports `cluster_state:ok` (after a failover,
+    /// until the cluster agrees again).
+    pub fn wait_healthy(&self) -> io::Result<()> {
+        wait_for("every cluster node reporting cluster_state:ok", || {
+            for node in self.nodes.iter().filter(|n| n.pid().is_some()) {
+                if node
+                    .reply_field(redis::cmd("CLUSTER").arg("INFO"), "cluster_state")?
+                    .as_deref()
+                    != Some("ok")
+                {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        })
+    }
+
+    /// Which port serves `key`'s slot: `role` 0 for the primary, 1 for its first
+    /// replica (from `CLUSTER SLOTS`, asked of a running node).
+    fn serving_port(&self, key: &str, role: usize) -> io::Result<u16> {
+        let slot: i64 = self
+            .running_node()?
+            .admin(redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))?;
+        for (first, last, servers) in self.slot_ranges()? {
+            if (first..=last).contains(&slot) {
+                return servers.get(role).copied().ok_or_else(|| {
+                    io::Error::other(format!("slot {slot} has no node of role {role}"))
+                });
+            }
+        }
+        Err(io::Error::other(format!("no node serves slot {slot}")))
+    }
+
+    /// `CLUSTER SLOTS` as a running node sees it: first slot, last slot, ports
+    /// serving the range (primary first).
+    fn slot_ranges(&self) -> io::Result<Vec<(i64, i64, Vec<u16>)>> {
+        let ranges: Vec<redis::Value> = self
+            .running_node()?
+            .admin(redis::cmd("CLUSTER").arg("SLOTS"))?;
+        ranges.into_iter().map(slot_range).collect()
+    }
+
+    fn running_node(&self) -> io::Result<&RedisServer> {
+        self.nodes
+            .iter()
+            .find(|n| n.pid().is_some())
+            .ok_or_else(|| io::Error::other("no cluster node runs"))
+    }
+
+    fn index_of(&self, port: u16) -> io::Result<usize> {
+        self.nodes
+            .iter()
+            .position(|n| n.port() == port)
+            .ok_or_else(|| io::Error::other(format!("port {port} is not one of ours")))
+    }
+}
+
+/// One entry of `CLUSTER SLOTS`: first slot, last slot, the ports serving it
+/// (primary first).
+fn slot_range(range: redis::Value) -> io::Result<(i64, i64, Vec<u16>)> {
+    let unexpected = || io::Error::other("unexpected CLUSTER SLOTS reply");
+    let redis::Value::Array(items) = range else {
+        return Err(unexpected());
+    };
+    let [first, last, servers @ ..] = items.as_slice() else {
+        return Err(unexpected());
+    };
+    let int = |v: &redis::Value| match v {
+        redis::Value::Int(n) => Ok(*n),
+        _ => Err(unexpected()),
+    };
+    let port = |server: &redis::Value| match server {
+        redis::Value::Array(parts) => parts
+            .get(1)
+            .ok_or_else(unexpected)
+            .and_then(int)
+            .and_then(|p| u16::try_from(p).map_err(io::Error::other)),
+        _ => Err(unexpected()),
+    };
+    let ports = servers.iter().map(port).collect::<io::Result<Vec<_>>>()?;
+    Ok((int(first)?, int(last)?, ports))
+}

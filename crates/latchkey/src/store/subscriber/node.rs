@@ -1,0 +1,123 @@
+//! The subscriber connection to one server: `SUBSCRIBE`, for the `PUBLISH` of a
+//! single node's releases.
+
+use std::sync::Weak;
+
+use futures_util::StreamExt;
+use redis::aio::{PubSubSink, PubSubStream};
+use tokio::sync::mpsc;
+
+use super::{Command, HEARTBEAT, RECONNECT_PAUSE, RECONNECT_PAUSE_CAP, Shared, refused, within};
+use crate::error::{Error, connection_failed};
+use crate::store::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
+
+/// The subscriber task: runs until every clone of the store is gone.
+pub(super) async fn run(
+    client: redis::Client,
+    shared: Weak<Shared>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
+    loop {
+        let Some(connected) = connect(&client, &shared).await else {
+            return;
+        };
+        let (mut sink, mut stream) = connected;
+        if !serve(&shared, &mut sink, &mut stream, &mut commands).await {
+            return;
+        }
+        let Some(strong) = shared.upgrade() else {
+            return;
+        };
+        tracing::warn!(node = %strong.node, "subscriber connection lost; reconnecting");
+        strong.unconfirm_all();
+        strong.wake_all();
+        drop(strong);
+        tokio::time::sleep(RECONNECT_PAUSE).await;
+    }
+}
+
+/// Opens the subscriber connection and resubscribes every channel still watched.
+async fn connect(
+    client: &redis::Client,
+    shared: &Weak<Shared>,
+) -> Option<(PubSubSink, PubSubStream)> {
+    let mut pause = RECONNECT_PAUSE;
+    loop {
+        let strong = shared.upgrade()?;
+        let attempt = async {
+            let pubsub = within(CONNECT_TIMEOUT, client.get_async_pubsub()).await?;
+            let (mut sink, stream) = pubsub.split();
+            let wanted = strong.unconfirm_all();
+            if !wanted.is_empty() {
+                match within(RESPONSE_TIMEOUT, sink.subscribe(&wanted)).await {
+                    Ok(()) => wanted.iter().for_each(|c| strong.set_confirmed(c)),
+                    Err(error) if connection_failed(&error) => return Err(error),
+                    // Refused (an ACL without the channels): waiters use their timers.
+                    Err(error) => refused(&strong, &error),
+                }
+            }
+            Ok::<_, redis::RedisError>((sink, stream))
+        };
+        match attempt.await {
+            Ok(connected) => {
+                // Anything published while we were away is lost: let everyone re-check.
+                strong.wake_all();
+                return Some(connected);
+            }
+            Err(error) => {
+                let error = Error::from_redis(error, &strong.node, "");
+                tracing::warn!(%error, "cannot open the subscriber connection; retrying");
+            }
+        }
+        drop(strong);
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(RECONNECT_PAUSE_CAP);
+    }
+}
+
+/// Routes messages and (un)subscribes until the connection drops or stalls (`true`)
+/// or the store is gone (`false`).
+async fn serve(
+    shared: &Weak<Shared>,
+    sink: &mut PubSubSink,
+    stream: &mut PubSubStream,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+) -> bool {
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = heartbeat.tick() => {
+                // A connection that stalled without closing never ends the stream.
+                if let Err(error) = within(RESPONSE_TIMEOUT, sink.ping::<redis::Value>()).await {
+                    if connection_failed(&error) {
+                        return true;
+                    }
+                }
+            }
+            message = stream.next() => {
+                let Some(message) = message else { return true };
+                let Some(strong) = shared.upgrade() else { return false };
+                let payload = String::from_utf8_lossy(message.get_payload_bytes());
+                strong.wake(message.get_channel_name(), &payload);
+            }
+            command = commands.recv() => {
+                let Some(command) = command else { return false };
+                let sent = match command {
+                    Command::Subscribe(channel, ack) => within(RESPONSE_TIMEOUT, sink.subscribe(&channel)).await.map(|()| {
+                        let _ = ack.send(());
+                    }),
+                    Command::Unsubscribe(channel) => within(RESPONSE_TIMEOUT, sink.unsubscribe(&channel)).await,
+                };
+                match sent {
+                    Ok(()) => {}
+                    Err(error) if connection_failed(&error) => return true,
+                    Err(error) => {
+                        let Some(strong) = shared.upgrade() else { return false };
+                        refused(&strong, &error);
+                    }
+                }
+            }
+        }
+    }
+}

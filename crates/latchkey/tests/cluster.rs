@@ -1,0 +1,278 @@
+//! Redis Cluster: three primaries with a replica each, from real server processes.
+//! Locks on different primaries exclude, wait, wake and fence; a release's wake-up
+//! stays within its shard; listing walks every primary; a failover (manual, or a
+//! primary killed) keeps holders' validity apart and fences growing.
+
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant};
+
+use latchkey::{Client, Fairness, Lease, Ttl};
+use latchkey_testkit::RedisCluster;
+
+/// One hold, as its holder saw it: when it got the lock, until when the lock was
+/// surely its own (released, or its validity ran out), and its fencing token.
+#[derive(Clone, Copy, Debug)]
+struct Hold {
+    from: Instant,
+    until: Instant,
+    fence: u64,
+}
+
+type Holds = Arc<StdMutex<Vec<Hold>>>;
+
+async fn client(cluster: &RedisCluster) -> Client {
+    Client::open_cluster(&cluster.seeds()).await.unwrap()
+}
+
+/// Lock names whose slots live on three different primaries.
+fn names_on_every_primary(cluster: &RedisCluster) -> Vec<String> {
+    let mut names: Vec<(usize, String)> = Vec::new();
+    for n in 0.. {
+        let name = format!("job-{n}");
+        let primary = cluster.primary_of(&name).unwrap();
+        if names.iter().all(|(p, _)| *p != primary) {
+            names.push((primary, name));
+        }
+        if names.len() == 3 {
+            return names.into_iter().map(|(_, name)| name).collect();
+        }
+    }
+    unreachable!()
+}
+
+/// Takes `name` `rounds` times from a client of its own, recording each hold;
+/// failures (a failover in progress) are retried until `give_up`.
+async fn take_turns(
+    cluster_seeds: Vec<String>,
+    name: String,
+    fair: bool,
+    rounds: usize,
+    work: Duration,
+    ttl: Duration,
+    holds: Holds,
+) -> usize {
+    let client = Client::open_cluster(&cluster_seeds).await.unwrap();
+    let fairness = if fair {
+        Fairness::Fair
+    } else {
+        Fairness::Plain
+    };
+    let mutex = client
+        .mutex(&name)
+        .unwrap()
+        .with_fairness(fairness)
+        .with_lease(Lease::renewed(ttl).unwrap());
+    let mut failures = 0;
+    for _ in 0..rounds {
+        let guard = match mutex.lock_timeout(Duration::from_secs(10)).await {
+            Ok(guard) => guard,
+            Err(error) => {
+                assert!(error.is_transient(), "{error}");
+                failures += 1;
+                continue;
+            }
+        };
+        let from = Instant::now();
+        tokio::time::sleep(work).await;
+        let until = Instant::now().min(guard.valid_until());
+        holds.lock().unwrap().push(Hold {
+            from,
+            until,
+            fence: guard.fence(),
+        });
+        let _ = guard.release().await;
+    }
+    failures
+}
+
+/// No two holds overlap, and fences grow in the order the holds started.
+fn assert_exclusive_and_fenced(holds: &Holds) {
+    let mut holds = holds.lock().unwrap().clone();
+    holds.sort_by_key(|h| h.from);
+    for pair in holds.windows(2) {
+        assert!(pair[1].from >= pair[0].until, "overlapping holds: {pair:?}");
+        assert!(
+            pair[1].fence > pair[0].fence,
+            "fence did not grow: {pair:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_on_every_primary_exclude_and_fence() {
+    let cluster = RedisCluster::start().unwrap();
+    let mut tasks = Vec::new();
+    let mut all = Vec::new();
+    for (i, name) in names_on_every_primary(&cluster).into_iter().enumerate() {
+        let holds = Holds::default();
+        all.push(holds.clone());
+        for client in 0..3 {
+            // The first lock is fair (queued FIFO), the others plain.
+            let task = take_turns(
+                cluster.seeds(),
+                name.clone(),
+                i == 0,
+                8,
+                Duration::from_millis(2),
+                Duration::from_secs(5),
+                holds.clone(),
+            );
+            tasks.push(tokio::spawn(task));
+            let _ = client;
+        }
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), 0, "a lock attempt failed");
+    }
+    for holds in &all {
+        assert_eq!(holds.lock().unwrap().len(), 24);
+        assert_exclusive_and_fenced(holds);
+    }
+}
+
+/// Calls of `command` on `node` (inner calls of scripts included).
+fn calls(cluster: &RedisCluster, node: usize, command: &str) -> u64 {
+    let mut conn = cluster.nodes()[node].connection().unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn)
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_its_waiter_within_its_shard_only() {
+    let cluster = RedisCluster::start().unwrap();
+    let name = names_on_every_primary(&cluster).remove(1);
+    let owner = cluster.primary_of(&name).unwrap();
+    let holder = client(&cluster).await;
+    let held = holder.mutex(&name).unwrap().try_lock().await.unwrap();
+    // A waiter lease of 30 s: without a wake-up it would re-check only after 10 s,
+    // past its 5 s wait.
+    let waiter = client(&cluster)
+        .await
+        .mutex(&name)
+        .unwrap()
+        .with_waiter_lease(Ttl::new(Duration::from_secs(30)).unwrap());
+    let waiting = tokio::spawn(async move { waiter.lock_timeout(Duration::from_secs(5)).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(held.release().await.unwrap());
+    let guard = waiting.await.unwrap().expect("the release woke the waiter");
+    guard.release().await.unwrap();
+    for (node, server) in cluster.nodes().iter().enumerate() {
+        assert_eq!(
+            calls(&cluster, node, "publish"),
+            0,
+            "a classic PUBLISH on port {}",
+            server.port()
+        );
+        let primary_elsewhere = node != owner && cluster.replica_of(&name).unwrap() != node;
+        if primary_elsewhere {
+            assert_eq!(
+                calls(&cluster, node, "spublish"),
+                0,
+                "SPUBLISH reached port {}",
+                server.port()
+            );
+        }
+    }
+    assert!(
+        calls(&cluster, owner, "spublish") > 0,
+        "the release published nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_and_status_walk_every_primary() {
+    let cluster = RedisCluster::start().unwrap();
+    let client = client(&cluster).await.with_prefix("app:").unwrap();
+    let names = names_on_every_primary(&cluster);
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.mutex(name).unwrap().try_lock().await.unwrap());
+    }
+    let listed: Vec<String> = client
+        .list("*")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let mut expected = names.clone();
+    expected.sort();
+    assert_eq!(listed, expected);
+    let status = client.mutex(&names[0]).unwrap().status().await.unwrap();
+    assert!(status.is_held_by_latchkey());
+    assert_eq!(status.fence, Some(guards[0].fence()));
+}
+
+/// Locks under load while `fault` fails over the primary of the lock; every hold
+/// stays exclusive, fences grow, and locks are taken again after the failover.
+async fn under_failover(fault: impl FnOnce(&mut RedisCluster, usize, usize)) {
+    let mut cluster = RedisCluster::start().unwrap();
+    let name = names_on_every_primary(&cluster).remove(0);
+    let holds = Holds::default();
+    let tasks: Vec<_> = (0..3)
+        .map(|i| {
+            let task = take_turns(
+                cluster.seeds(),
+                name.clone(),
+                i == 0,
+                60,
+                Duration::from_millis(20),
+                Duration::from_millis(500),
+                holds.clone(),
+            );
+            tokio::spawn(task)
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (primary, replica) = (
+        cluster.primary_of(&name).unwrap(),
+        cluster.replica_of(&name).unwrap(),
+    );
+    let failed_over_at = Instant::now();
+    tokio::task::block_in_place(|| fault(&mut cluster, primary, replica));
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_exclusive_and_fenced(&holds);
+    let after = holds
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|h| h.from > failed_over_at)
+        .count();
+    assert!(after > 0, "no lock was taken after the failover");
+    assert_eq!(
+        cluster.primary_of(&name).unwrap(),
+        replica,
+        "the replica took over"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_failover_keeps_holds_exclusive() {
+    under_failover(|cluster, _, replica| {
+        let mut conn = cluster.nodes()[replica].connection().unwrap();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .query(&mut conn)
+            .unwrap();
+        cluster.wait_healthy().unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_primary_keeps_holds_exclusive() {
+    under_failover(|cluster, primary, _| {
+        cluster.nodes_mut()[primary].kill().unwrap();
+        cluster.wait_healthy().unwrap();
+    })
+    .await;
+}
