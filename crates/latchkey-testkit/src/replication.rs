@@ -6,7 +6,8 @@ use crate::{RedisServer, wait_for};
 
 impl RedisServer {
     /// Makes this server a replica of `primary` (`REPLICAOF 127.0.0.1 port`) and
-    /// waits until the link is up, i.e. the first full sync is done.
+    /// waits until the link is up, i.e. the first full sync is done, and the primary
+    /// counts it (a `WAIT 1` on the primary returns 1).
     pub fn replicate(&self, primary: &RedisServer) -> io::Result<()> {
         if primary.tls.is_some() {
             return Err(io::Error::new(
@@ -30,6 +31,31 @@ impl RedisServer {
                     .info_field("replication", "master_link_status")?
                     .as_deref()
                     == Some("up"))
+            },
+        )?;
+        // For a while after the sync, the primary does not count the replica's
+        // acknowledgements: wait until a write (of a key deleted at once) is.
+        let mut conn = primary
+            .connection()
+            .map_err(|e| io::Error::other(format!("primary on port {}: {e}", primary.port)))?;
+        let probe = "latchkey-testkit:replication-probe";
+        wait_for(
+            &format!("port {} acknowledging writes to WAIT", self.port),
+            || {
+                let (acked,): (i64,) = redis::pipe()
+                    .cmd("SET")
+                    .arg(probe)
+                    .arg(1)
+                    .ignore()
+                    .cmd("DEL")
+                    .arg(probe)
+                    .ignore()
+                    .cmd("WAIT")
+                    .arg(1)
+                    .arg(50)
+                    .query(&mut conn)
+                    .map_err(io::Error::other)?;
+                Ok(acked >= 1)
             },
         )
     }

@@ -107,6 +107,32 @@ impl Client<RedisStore> {
         Ok(Client::with_store(RedisStore::from_client(client).await?))
     }
 
+    /// The same client (sharing its connections), whose locks wait for `replicas`
+    /// replicas to confirm every grant and renewal, at most `timeout` each (see
+    /// [`RedisStore::with_wait_replicas`]). For some locks only, make them from a
+    /// clone: `client.clone().with_wait_replicas(1, ms)?.mutex("payout")`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a `timeout`
+    /// under 1 ms or not below the 1 s reply timeout.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let safer = client.with_wait_replicas(1, std::time::Duration::from_millis(100))?;
+    /// let guard = safer.mutex("payout")?.lock().await?;
+    /// println!("{:?} replicas have it", guard.replicas());
+    /// # Ok(()) }
+    /// ```
+    pub fn with_wait_replicas(
+        mut self,
+        replicas: u32,
+        timeout: std::time::Duration,
+    ) -> Result<Self> {
+        self.store = self.store.with_wait_replicas(replicas, timeout)?;
+        Ok(self)
+    }
+
     /// Shares a connection the application already has (a `ConnectionManager` or a
     /// `MultiplexedConnection`) instead of opening another.
     ///

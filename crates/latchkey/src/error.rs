@@ -121,6 +121,25 @@ pub enum Error {
         node: String,
     },
 
+    /// Fewer replicas than asked for confirmed a lock's grant or renewal within the
+    /// time allowed (`WAIT`, see
+    /// [`RedisStore::with_wait_replicas`](crate::store::RedisStore::with_wait_replicas)):
+    /// a failover now could lose it. A grant is released again; a renewal stays on
+    /// the primary. Transient: waiting calls retry it.
+    #[error(
+        "Redis at {node} has {acked} replica(s) confirming the lock {key:?}, fewer than the {wanted} asked for"
+    )]
+    TooFewReplicas {
+        /// The primary's address.
+        node: String,
+        /// The Redis key of the lock.
+        key: String,
+        /// Replicas asked for.
+        wanted: u32,
+        /// Replicas that confirmed in time.
+        acked: u32,
+    },
+
     /// An argument was rejected before anything was sent to Redis.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -238,7 +257,7 @@ impl Error {
     /// ```
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::Busy { .. } | Error::Unreachable { .. } => true,
+            Error::Busy { .. } | Error::Unreachable { .. } | Error::TooFewReplicas { .. } => true,
             Error::Redis { source, .. } => matches!(
                 source.0.kind(),
                 ErrorKind::Server(

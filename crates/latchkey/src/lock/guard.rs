@@ -47,6 +47,7 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
             fence,
             valid_until,
             top_up,
+            replicas,
         } = won;
         let state = Arc::new(LeaseState::new(lease.ttl(), valid_until));
         // A fixed lease needs no task (`lost()` watches the clock itself) unless it
@@ -64,6 +65,7 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
                 expiry_watch: OnceLock::new(),
                 hold,
                 fence,
+                replicas,
                 lease: state,
             }),
         }
@@ -120,6 +122,23 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
     /// ```
     pub fn fence(&self) -> u64 {
         self.held.fence
+    }
+
+    /// How many replicas confirmed that they have this lock (`WAIT`), when the
+    /// store was asked to wait for them
+    /// ([`RedisStore::with_wait_replicas`](crate::store::RedisStore::with_wait_replicas));
+    /// `None` otherwise, and for a lock another task of this process passed on.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let client = latchkey::Client::open("redis://127.0.0.1:6379").await?
+    ///     .with_wait_replicas(1, std::time::Duration::from_millis(100))?;
+    /// let guard = client.mutex("payout")?.lock().await?;
+    /// assert!(guard.replicas() >= Some(1));
+    /// # Ok(()) }
+    /// ```
+    pub fn replicas(&self) -> Option<u32> {
+        self.held.replicas
     }
 
     /// The lock's Redis key.

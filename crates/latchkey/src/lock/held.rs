@@ -18,6 +18,7 @@ pub(crate) struct Held<S: Pass + WakeUps> {
     pub(crate) expiry_watch: OnceLock<Option<DropGuard>>,
     pub(crate) hold: ReleaseOnDrop<S>,
     pub(crate) fence: u64,
+    pub(crate) replicas: Option<u32>,
     pub(crate) lease: Arc<LeaseState>,
 }
 

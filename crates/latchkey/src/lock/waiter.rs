@@ -82,6 +82,8 @@ pub(crate) struct Won<S: Pass + WakeUps> {
     /// A release handed it over with only what was left of the waiter lease: the
     /// guard extends it to the mutex's lease.
     pub(crate) top_up: bool,
+    /// Replicas that confirmed the grant, if the store waited for them.
+    pub(crate) replicas: Option<u32>,
 }
 
 /// Takes the lock: from a task of this process that holds it (`local`, plain locks
@@ -144,6 +146,7 @@ async fn wait_for_local_pass<S: Pass + WakeUps>(
             fence: passed.fence,
             valid_until: wait.ttl.valid_until(passed.sent),
             top_up: false,
+            replicas: None,
         })
     };
     let period = wait.waiter_lease.as_duration() / 3;
@@ -251,7 +254,11 @@ async fn acquire_in_redis<S: Pass + WakeUps>(
             hold.not_taken();
         }
         match answer {
-            Ok(Attempt::Acquired { fence, queued }) => {
+            Ok(Attempt::Acquired {
+                fence,
+                queued,
+                replicas,
+            }) => {
                 hold.state = HoldState::Held;
                 hold.others_queued = queued > 0;
                 return Ok(Won {
@@ -259,6 +266,7 @@ async fn acquire_in_redis<S: Pass + WakeUps>(
                     fence,
                     valid_until: wait.ttl.valid_until(sent),
                     top_up: false,
+                    replicas,
                 });
             }
             Ok(Attempt::Busy {
@@ -323,6 +331,7 @@ async fn acquire_in_redis<S: Pass + WakeUps>(
                 fence: handover.fence,
                 valid_until: handover.valid_until,
                 top_up: !handover.in_full,
+                replicas: None,
             });
         }
     }

@@ -85,6 +85,9 @@ pub enum Attempt {
         /// did not look): while they wait, a task of this process gets the lock only
         /// by a pass ahead of them (see [`Pass`](super::Pass)).
         queued: u64,
+        /// Replicas that confirmed the grant (`WAIT`), from a store asked to wait
+        /// for them; `None` otherwise.
+        replicas: Option<u32>,
     },
     /// Someone else holds it.
     #[non_exhaustive]
@@ -114,7 +117,11 @@ impl Attempt {
     /// assert!(matches!(won, latchkey::store::Attempt::Acquired { fence: 7, .. }));
     /// ```
     pub fn acquired(fence: u64, queued: u64) -> Self {
-        Attempt::Acquired { fence, queued }
+        Attempt::Acquired {
+            fence,
+            queued,
+            replicas: None,
+        }
     }
 
     /// Someone else holds it (`holder`, for `pttl` more), or it is owed to a fair

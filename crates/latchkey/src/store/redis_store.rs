@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
-use redis::{FromRedisValue, RedisResult, Script, ScriptInvocation};
+use redis::{ErrorKind, FromRedisValue, RedisResult, Script, ScriptInvocation, ServerErrorKind};
 
 use super::cluster;
 use super::subscriber::{Source, Subscriber};
@@ -43,6 +43,15 @@ pub struct RedisStore {
     subscriber: Option<Subscriber>,
     /// On a cluster, releases publish with SPUBLISH and listings walk every primary.
     cluster: bool,
+    /// Replicas that must confirm every grant and renewal.
+    replication: Option<Replication>,
+}
+
+/// `WAIT replicas timeout` after every grant and renewal, in the same round trip.
+#[derive(Clone, Copy, Debug)]
+struct Replication {
+    replicas: u32,
+    timeout: Duration,
 }
 
 impl RedisStore {
@@ -109,6 +118,7 @@ impl RedisStore {
             subscriber: Some(Subscriber::new(Source::Node(client), node.clone())),
             node,
             cluster: false,
+            replication: None,
         };
         store.checked(tls).await
     }
@@ -149,6 +159,7 @@ impl RedisStore {
             subscriber: Some(Subscriber::new(connected.wakeups, connected.node.clone())),
             node: connected.node,
             cluster: true,
+            replication: None,
         };
         store.checked(tls).await
     }
@@ -198,6 +209,7 @@ impl RedisStore {
             node: UNNAMED_NODE.into(),
             subscriber: None,
             cluster: false,
+            replication: None,
         }
     }
 
@@ -214,6 +226,88 @@ impl RedisStore {
     pub fn with_subscriber(mut self, client: redis::Client) -> Self {
         self.subscriber = Some(Subscriber::new(Source::Node(client), self.node.clone()));
         self
+    }
+
+    /// The same store (sharing its connections), on which every grant and renewal
+    /// of a lock waits until `replicas` replicas have it (`WAIT`, in the same round
+    /// trip as the script), at most `timeout`. A grant fewer replicas confirm is
+    /// released again and reported as
+    /// [`Error::TooFewReplicas`] (which waits retry); so a failover to a replica
+    /// that had confirmed cannot forget a fresh lock. A guard says how many
+    /// confirmed ([`MutexGuard::replicas`](crate::MutexGuard::replicas)).
+    ///
+    /// Handovers then stop at the wake-up: the waiter claims the lock itself, so its
+    /// grant is confirmed too (one more round trip per handover), and tasks of one
+    /// process no longer pass a lock to each other. `replicas` 0 turns waiting off.
+    ///
+    /// WAIT makes a lost grant unlikely, not impossible: Redis replication stays
+    /// asynchronous, and a replica that confirmed may not be the one promoted.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a `timeout` under 1 ms or not below the 1 s
+    /// reply timeout (the connection would give up on the reply first).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// use std::time::Duration;
+    /// let store = latchkey::store::RedisStore::open("redis://127.0.0.1:6379").await?
+    ///     .with_wait_replicas(1, Duration::from_millis(50))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_wait_replicas(mut self, replicas: u32, timeout: Duration) -> Result<Self> {
+        if timeout < Duration::from_millis(1) || timeout >= RESPONSE_TIMEOUT {
+            return Err(Error::InvalidArgument(format!(
+                "a replica wait of {timeout:?}: it must be at least 1ms and below the {RESPONSE_TIMEOUT:?} reply timeout"
+            )));
+        }
+        self.replication = (replicas > 0).then_some(Replication { replicas, timeout });
+        Ok(self)
+    }
+
+    /// Runs a lock script that may write, with `WAIT` behind it when replicas must
+    /// confirm; returns its reply and how many did.
+    async fn run_confirmed<T: FromRedisValue>(
+        &self,
+        call: &ScriptInvocation<'_>,
+        key: &LockKey,
+    ) -> Result<(T, Option<u32>)> {
+        let Some(replication) = self.replication else {
+            return Ok((self.run(call, key).await?, None));
+        };
+        let mut pipe = redis::pipe();
+        pipe.invoke_script(call)
+            .cmd("WAIT")
+            .arg(replication.replicas)
+            .arg(u64::try_from(replication.timeout.as_millis()).unwrap_or(u64::MAX));
+        let mut conn = self.conn.clone();
+        let mut reply = pipe.query_async(&mut conn).await;
+        // A pipeline does not load the script by itself.
+        if reply
+            .as_ref()
+            .is_err_and(|e| e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+        {
+            let loaded = call.load_async(&mut conn).await;
+            self.context(loaded, key.as_str())?;
+            reply = pipe.query_async(&mut conn).await;
+        }
+        let (value, acked): (T, u32) = self.context(reply, key.as_str())?;
+        Ok((value, Some(acked)))
+    }
+
+    /// An error when fewer replicas than asked for confirmed a write to `key`.
+    fn confirmed(&self, key: &LockKey, acked: Option<u32>) -> Result<()> {
+        match (self.replication, acked) {
+            (Some(replication), Some(acked)) if acked < replication.replicas => {
+                Err(Error::TooFewReplicas {
+                    node: self.node.to_string(),
+                    key: key.to_string(),
+                    wanted: replication.replicas,
+                    acked,
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The server's address, as shown in errors (never with credentials).
@@ -276,10 +370,21 @@ impl LockStore for RedisStore {
                 .arg(request.queue_lease.map_or(0, Ttl::as_millis));
         }
         // The fourth: others queued (granted), or the fence floor (refused).
+        let (reply, replicas) = self.run_confirmed(&call, key).await?;
         let (taken, value, holder, fourth, waiter_lease_end): (i64, i64, Option<String>, u64, u64) =
-            self.run(&call, key).await?;
+            reply;
         if taken == 1 {
-            return Ok(Attempt::acquired(u64::try_from(value).unwrap_or(0), fourth));
+            if let Err(too_few) = self.confirmed(key, replicas) {
+                // Undone, or (its reply lost) left for the caller's hold to undo.
+                let leaving = request.queue_lease.map(|_| request.ttl);
+                self.release(key, owner, leaving).await?;
+                return Err(too_few);
+            }
+            return Ok(Attempt::Acquired {
+                fence: u64::try_from(value).unwrap_or(0),
+                queued: fourth,
+                replicas,
+            });
         }
         let pttl = u64::try_from(value).ok().map(Duration::from_millis);
         Ok(Attempt::busy(pttl, holder).queued_at(fourth, waiter_lease_end))
@@ -310,7 +415,11 @@ impl LockStore for RedisStore {
         call.key(key.as_str())
             .arg(owner.as_str())
             .arg(ttl.as_millis());
-        self.run(&call, key).await
+        let (extended, replicas) = self.run_confirmed(&call, key).await?;
+        if extended {
+            self.confirmed(key, replicas)?;
+        }
+        Ok(extended)
     }
 
     async fn owner(&self, key: &LockKey) -> Result<Option<String>> {
@@ -332,6 +441,10 @@ impl Pass for RedisStore {
         ttl: Ttl,
         ahead_of_queue: bool,
     ) -> Result<Option<u64>> {
+        // A pass is not confirmed by replicas: the next owner takes the lock itself.
+        if self.replication.is_some() {
+            return Ok(None);
+        }
         let mut call = lock_script(&scripts::PASS, &[key.as_str(), key.fence(), key.queue()]);
         call.arg(owner.as_str())
             .arg(next.as_str())
@@ -344,16 +457,30 @@ impl Pass for RedisStore {
 
 impl WakeUps for RedisStore {
     async fn watch(&self, key: &LockKey, owner: &OwnerToken) -> Result<Watch> {
-        match &self.subscriber {
-            Some(subscriber) => subscriber.watch(key.channel(), owner.waiter_id()).await,
-            None => Ok(Watch::never()),
-        }
+        let watch = match &self.subscriber {
+            Some(subscriber) => subscriber.watch(key.channel(), owner.waiter_id()).await?,
+            None => Watch::never(),
+        };
+        Ok(self.handovers(watch))
     }
 
     fn join_watch(&self, key: &LockKey, owner: &OwnerToken) -> Option<Watch> {
-        self.subscriber
+        let watch = self
+            .subscriber
             .as_ref()?
-            .join(key.channel(), || owner.waiter_id())
+            .join(key.channel(), || owner.waiter_id())?;
+        Some(self.handovers(watch))
+    }
+}
+
+impl RedisStore {
+    /// A watch whose handovers the waiter may take as they come, unless replicas
+    /// must confirm every grant (a release does not wait for them).
+    fn handovers(&self, watch: Watch) -> Watch {
+        match self.replication {
+            Some(_) => watch.wake_only(),
+            None => watch,
+        }
     }
 }
 

@@ -25,6 +25,9 @@ pub struct Watch {
     /// A pub/sub registration: live while its subscription is confirmed. `None`
     /// with a wake-up: made by [`Watch::pair`], live while its notifier exists.
     subscription: Option<Box<dyn Subscription>>,
+    /// Handovers only wake the waiter, which then claims the lock with a try of its
+    /// own (a store that must have replicas confirm every grant it makes).
+    wake_only: bool,
 }
 
 /// A registration on a subscriber connection; dropping it unregisters.
@@ -63,6 +66,7 @@ impl Watch {
         let watch = Watch {
             wakeup: Some(wakeup),
             subscription: None,
+            wake_only: false,
         };
         (watch, notifier)
     }
@@ -75,7 +79,15 @@ impl Watch {
         Watch {
             wakeup: Some(wakeup),
             subscription: Some(Box::new(subscription)),
+            wake_only: false,
         }
+    }
+
+    /// The same watch, for which a handover only wakes the waiter (see
+    /// [`take_handed`](Self::take_handed)).
+    pub(crate) fn wake_only(mut self) -> Self {
+        self.wake_only = true;
+        self
     }
 
     /// Whether wake-ups can arrive now: the server confirmed the subscription on the
@@ -124,7 +136,9 @@ impl Watch {
     /// The lock a release handed to this waiter, if one did since the last call: the
     /// lock is then the waiter's, for the lease it asked for or what was left of its
     /// waiter lease when the release ran, whichever was shorter. Taken: the next call
-    /// says `None` until another release names this waiter.
+    /// says `None` until another release names this waiter. Always `None` from a
+    /// store that waits for replicas to confirm a grant: the release did not, so
+    /// the waiter's next try claims the lock (with a new fencing token) and waits.
     ///
     /// ```no_run
     /// # async fn demo(watch: latchkey::store::Watch) {
@@ -136,11 +150,12 @@ impl Watch {
     /// ```
     pub fn take_handed(&self) -> Option<Handed> {
         let wakeup = self.wakeup.as_ref()?;
-        wakeup
+        let handed = wakeup
             .handed
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .take()
+            .take();
+        handed.filter(|_| !self.wake_only)
     }
 }
 
