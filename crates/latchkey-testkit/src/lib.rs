@@ -21,6 +21,7 @@ mod memory;
 mod proxy;
 mod replication;
 mod restart;
+mod sentinel;
 mod tls;
 pub mod worker;
 
@@ -28,6 +29,7 @@ pub use cluster::RedisCluster;
 pub use memory::MemoryStore;
 pub use proxy::{FaultProxy, NewConnections};
 pub use restart::Restart;
+pub use sentinel::Sentinels;
 pub use tls::TlsFiles;
 
 use std::io::{self, Write};
@@ -74,6 +76,8 @@ pub struct ServerBuilder {
     tls: bool,
     aof: bool,
     cluster: bool,
+    /// Run as a Sentinel watching this master name at this port.
+    sentinel: Option<(String, u16)>,
 }
 
 impl ServerBuilder {
@@ -110,6 +114,14 @@ impl ServerBuilder {
     /// such nodes into a cluster.
     pub fn cluster_node(mut self) -> Self {
         self.cluster = true;
+        self
+    }
+
+    /// Run as a Redis Sentinel (`redis-server --sentinel`) watching the primary on
+    /// `primary_port` as `master` (quorum 2, down after 1 s); [`Sentinels`] starts
+    /// three.
+    pub fn sentinel_for(mut self, master: &str, primary_port: u16) -> Self {
+        self.sentinel = Some((master.to_owned(), primary_port));
         self
     }
 
@@ -266,8 +278,12 @@ impl RedisServer {
     /// whether it loads (and keeps writing) the append-only file.
     fn spawn(&mut self, appendonly: bool) -> io::Result<()> {
         let config = self.write_config(appendonly)?;
-        let child = Command::new(server_binary())
-            .arg(&config)
+        let mut command = Command::new(server_binary());
+        command.arg(&config);
+        if self.options.sentinel.is_some() {
+            command.arg("--sentinel");
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -306,6 +322,12 @@ impl RedisServer {
         writeln!(file, "protected-mode no")?;
         writeln!(file, "dir {}", self.dir.display())?;
         writeln!(file, "logfile {}", self.dir.join("redis.log").display())?;
+        if let Some((master, port)) = &self.options.sentinel {
+            writeln!(file, "sentinel monitor {master} 127.0.0.1 {port} 2")?;
+            writeln!(file, "sentinel down-after-milliseconds {master} 1000")?;
+            writeln!(file, "sentinel failover-timeout {master} 10000")?;
+            return Ok(path);
+        }
         if self.options.cluster {
             writeln!(file, "cluster-enabled yes\ncluster-config-file nodes.conf")?;
             // Failures are noticed (and replicas promoted) within a couple of seconds.

@@ -84,6 +84,31 @@ impl Client<RedisStore> {
         Ok(Client::with_store(RedisStore::open_cluster(seeds).await?))
     }
 
+    /// Connects to the primary Redis Sentinel names for `master`, asking the
+    /// Sentinels at `sentinels` (see [`RedisStore::open_sentinel`]); after a
+    /// failover, waiters and holders carry on against the new primary.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open), and
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) without Sentinel URLs
+    /// or with an empty master name.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves nothing behind.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let client = latchkey::Client::open_sentinel("mymaster", &["redis://10.0.0.1:26379"]).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open_sentinel(master: &str, sentinels: &[impl AsRef<str>]) -> Result<Self> {
+        Ok(Client::with_store(
+            RedisStore::open_sentinel(master, sentinels).await?,
+        ))
+    }
+
     /// Connects through a redis-rs client the application already configured (a
     /// private CA with [`redis::Client::build_with_tls`], a client certificate …).
     /// latchkey makes its own connections from it, with its own timeouts, as

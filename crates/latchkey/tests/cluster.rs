@@ -3,22 +3,13 @@
 //! stays within its shard; listing walks every primary; a failover (manual, or a
 //! primary killed) keeps holders' validity apart and fences growing.
 
-use std::sync::{Arc, Mutex as StdMutex};
+mod common;
+
 use std::time::{Duration, Instant};
 
-use latchkey::{Client, Fairness, Lease, Ttl};
+use common::turns::{Holds, Turns, assert_exclusive_and_fenced, started_after, take_turns};
+use latchkey::{Client, Ttl};
 use latchkey_testkit::RedisCluster;
-
-/// One hold, as its holder saw it: when it got the lock, until when the lock was
-/// surely its own (released, or its validity ran out), and its fencing token.
-#[derive(Clone, Copy, Debug)]
-struct Hold {
-    from: Instant,
-    until: Instant,
-    fence: u64,
-}
-
-type Holds = Arc<StdMutex<Vec<Hold>>>;
 
 async fn client(cluster: &RedisCluster) -> Client {
     Client::open_cluster(&cluster.seeds()).await.unwrap()
@@ -40,64 +31,6 @@ fn names_on_every_primary(cluster: &RedisCluster) -> Vec<String> {
     unreachable!()
 }
 
-/// Takes `name` `rounds` times from a client of its own, recording each hold;
-/// failures (a failover in progress) are retried until `give_up`.
-async fn take_turns(
-    cluster_seeds: Vec<String>,
-    name: String,
-    fair: bool,
-    rounds: usize,
-    work: Duration,
-    ttl: Duration,
-    holds: Holds,
-) -> usize {
-    let client = Client::open_cluster(&cluster_seeds).await.unwrap();
-    let fairness = if fair {
-        Fairness::Fair
-    } else {
-        Fairness::Plain
-    };
-    let mutex = client
-        .mutex(&name)
-        .unwrap()
-        .with_fairness(fairness)
-        .with_lease(Lease::renewed(ttl).unwrap());
-    let mut failures = 0;
-    for _ in 0..rounds {
-        let guard = match mutex.lock_timeout(Duration::from_secs(10)).await {
-            Ok(guard) => guard,
-            Err(error) => {
-                assert!(error.is_transient(), "{error}");
-                failures += 1;
-                continue;
-            }
-        };
-        let from = Instant::now();
-        tokio::time::sleep(work).await;
-        let until = Instant::now().min(guard.valid_until());
-        holds.lock().unwrap().push(Hold {
-            from,
-            until,
-            fence: guard.fence(),
-        });
-        let _ = guard.release().await;
-    }
-    failures
-}
-
-/// No two holds overlap, and fences grow in the order the holds started.
-fn assert_exclusive_and_fenced(holds: &Holds) {
-    let mut holds = holds.lock().unwrap().clone();
-    holds.sort_by_key(|h| h.from);
-    for pair in holds.windows(2) {
-        assert!(pair[1].from >= pair[0].until, "overlapping holds: {pair:?}");
-        assert!(
-            pair[1].fence > pair[0].fence,
-            "fence did not grow: {pair:?}"
-        );
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_on_every_primary_exclude_and_fence() {
     let cluster = RedisCluster::start().unwrap();
@@ -106,19 +39,17 @@ async fn locks_on_every_primary_exclude_and_fence() {
     for (i, name) in names_on_every_primary(&cluster).into_iter().enumerate() {
         let holds = Holds::default();
         all.push(holds.clone());
-        for client in 0..3 {
-            // The first lock is fair (queued FIFO), the others plain.
-            let task = take_turns(
-                cluster.seeds(),
-                name.clone(),
-                i == 0,
-                8,
-                Duration::from_millis(2),
-                Duration::from_secs(5),
-                holds.clone(),
-            );
+        // The first lock is fair (queued FIFO), the others plain.
+        let turns = Turns {
+            name,
+            fair: i == 0,
+            rounds: 8,
+            work: Duration::from_millis(2),
+            ttl: Duration::from_secs(5),
+        };
+        for _ in 0..3 {
+            let task = take_turns(client(&cluster).await, turns.clone(), holds.clone());
             tasks.push(tokio::spawn(task));
-            let _ = client;
         }
     }
     for task in tasks {
@@ -216,20 +147,18 @@ async fn under_failover(fault: impl FnOnce(&mut RedisCluster, usize, usize)) {
     let mut cluster = RedisCluster::start().unwrap();
     let name = names_on_every_primary(&cluster).remove(0);
     let holds = Holds::default();
-    let tasks: Vec<_> = (0..3)
-        .map(|i| {
-            let task = take_turns(
-                cluster.seeds(),
-                name.clone(),
-                i == 0,
-                60,
-                Duration::from_millis(20),
-                Duration::from_millis(500),
-                holds.clone(),
-            );
-            tokio::spawn(task)
-        })
-        .collect();
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        let turns = Turns {
+            name: name.clone(),
+            fair: i == 0,
+            rounds: 60,
+            work: Duration::from_millis(20),
+            ttl: Duration::from_millis(500),
+        };
+        let task = take_turns(client(&cluster).await, turns, holds.clone());
+        tasks.push(tokio::spawn(task));
+    }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (primary, replica) = (
         cluster.primary_of(&name).unwrap(),
@@ -241,13 +170,10 @@ async fn under_failover(fault: impl FnOnce(&mut RedisCluster, usize, usize)) {
         task.await.unwrap();
     }
     assert_exclusive_and_fenced(&holds);
-    let after = holds
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|h| h.from > failed_over_at)
-        .count();
-    assert!(after > 0, "no lock was taken after the failover");
+    assert!(
+        started_after(&holds, failed_over_at) > 0,
+        "no lock was taken after the failover"
+    );
     assert_eq!(
         cluster.primary_of(&name).unwrap(),
         replica,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
-use redis::{ConnectionInfo, IntoConnectionInfo, ProtocolVersion, RedisResult, Value};
+use redis::{ConnectionInfo, ProtocolVersion, RedisResult, Value};
 use tokio::sync::mpsc;
 
 use super::subscriber::Source;
@@ -57,17 +57,6 @@ fn builder(seeds: &[ConnectionInfo]) -> ClusterClientBuilder {
         .connection_timeout(CONNECT_TIMEOUT)
         .response_timeout(RESPONSE_TIMEOUT)
         .retries(CLUSTER_RETRIES)
-}
-
-/// Parses seed URLs without echoing a password in errors.
-pub(super) fn seeds(urls: &[impl AsRef<str>]) -> Result<Vec<ConnectionInfo>> {
-    urls.iter()
-        .map(|url| {
-            url.as_ref()
-                .into_connection_info()
-                .map_err(|e| super::redis_store::invalid_url(&e))
-        })
-        .collect()
 }
 
 /// The address of every primary, from `CLUSTER SLOTS`.

@@ -10,6 +10,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
+use super::target::Target;
+
 /// A cloneable, multiplexed connection to one Redis server, or to a Redis Cluster.
 ///
 /// Build it from the connection your application already has, so latchkey shares its
@@ -60,18 +62,14 @@ impl From<MultiplexedConnection> for Connection {
 }
 
 impl Connection {
-    /// Our own connection to the server `client` points at, made lazily and replaced
-    /// whenever a reply times out.
-    pub(crate) fn replaceable(
-        client: redis::Client,
-        config: ConnectionManagerConfig,
-    ) -> RedisResult<Self> {
-        let manager = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
-        Ok(Connection(Link::Replaced(Arc::new(Replaceable {
-            client,
+    /// Our own connection to `target`, made at the first command and made afresh
+    /// whenever a reply times out (behind Sentinel, also after a failover).
+    pub(crate) fn replaceable(target: Target, config: ConnectionManagerConfig) -> Self {
+        Connection(Link::Replaced(Arc::new(Replaceable {
+            target,
             config,
-            current: Mutex::new((0, manager)),
-        }))))
+            current: Mutex::new((0, None)),
+        })))
     }
 }
 
@@ -80,37 +78,53 @@ impl Connection {
 /// redis-rs reconnects after a dropped socket, but a reply that times out leaves the
 /// socket in place: behind a stalled network path (a peer that vanished without a
 /// reset, a black-holed route) every later command would time out too, for ever.
-/// Replacing the connection lets the next command take a fresh path.
+/// Replacing the connection lets the next command take a fresh path. Behind
+/// Sentinel, the fresh connection goes to whichever server is the primary then.
 struct Replaceable {
-    client: redis::Client,
+    target: Target,
     config: ConnectionManagerConfig,
-    /// The manager in use, numbered so that concurrent timeouts replace it once.
-    current: Mutex<(u64, ConnectionManager)>,
+    /// The manager in use (`None`: make one), numbered so that concurrent failures
+    /// replace it once.
+    current: Mutex<(u64, Option<ConnectionManager>)>,
 }
 
 impl Replaceable {
-    fn current(&self) -> (u64, ConnectionManager) {
-        self.current
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, Option<ConnectionManager>)> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Replaces manager number `generation` (if nobody did yet) after `reply` timed out.
-    fn replace_after<T>(&self, generation: u64, reply: &RedisResult<T>) {
-        if !reply.as_ref().is_err_and(redis::RedisError::is_timeout) {
-            return;
+    /// The manager in use, made first if there is none.
+    async fn current(&self) -> RedisResult<(u64, ConnectionManager)> {
+        let (generation, manager) = self.lock().clone();
+        if let Some(manager) = manager {
+            return Ok((generation, manager));
         }
-        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if current.0 != generation {
-            return;
-        }
-        match ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone()) {
-            Ok(fresh) => {
-                tracing::debug!("a reply timed out; the next command uses a new connection");
-                *current = (generation + 1, fresh);
+        let client = self.target.client().await?;
+        let fresh = ConnectionManager::new_lazy_with_config(client, self.config.clone())?;
+        let mut current = self.lock();
+        match &current.1 {
+            // Another command made one meanwhile: use it.
+            Some(made) => Ok((current.0, made.clone())),
+            None => {
+                current.1 = Some(fresh.clone());
+                Ok((current.0, fresh))
             }
-            Err(error) => tracing::warn!(%error, "could not replace a timed-out connection"),
+        }
+    }
+
+    /// Drops manager number `generation` (if nobody did yet) after a `reply` that
+    /// calls for a fresh connection; the next command makes one.
+    fn replace_after<T>(&self, generation: u64, reply: &RedisResult<T>) {
+        let Err(error) = reply else {
+            return;
+        };
+        if !self.target.must_reconnect(error) {
+            return;
+        }
+        let mut current = self.lock();
+        if current.0 == generation {
+            tracing::debug!(%error, "the next command uses a new connection");
+            *current = (generation + 1, None);
         }
     }
 }
@@ -137,7 +151,7 @@ impl ConnectionLike for Connection {
             Link::Multiplexed(c) => c.req_packed_command(cmd),
             Link::Cluster(c) => c.req_packed_command(cmd),
             Link::Replaced(r) => Box::pin(async move {
-                let (generation, mut conn) = r.current();
+                let (generation, mut conn) = r.current().await?;
                 let reply = conn.req_packed_command(cmd).await;
                 r.replace_after(generation, &reply);
                 reply
@@ -156,7 +170,7 @@ impl ConnectionLike for Connection {
             Link::Multiplexed(c) => c.req_packed_commands(pipeline, offset, count),
             Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
             Link::Replaced(r) => Box::pin(async move {
-                let (generation, mut conn) = r.current();
+                let (generation, mut conn) = r.current().await?;
                 let reply = conn.req_packed_commands(pipeline, offset, count).await;
                 r.replace_after(generation, &reply);
                 reply
@@ -169,7 +183,7 @@ impl ConnectionLike for Connection {
             Link::Manager(c) => c.get_db(),
             Link::Multiplexed(c) => c.get_db(),
             Link::Cluster(c) => c.get_db(),
-            Link::Replaced(r) => r.current().1.get_db(),
+            Link::Replaced(r) => r.lock().1.as_ref().map_or(0, ConnectionLike::get_db),
         }
     }
 }

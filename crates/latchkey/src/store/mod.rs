@@ -25,8 +25,10 @@ mod cluster;
 mod connection;
 mod lock_store;
 mod redis_store;
+mod sentinel;
 mod status;
 mod subscriber;
+mod target;
 mod watch;
 mod window;
 

@@ -6,12 +6,13 @@ use std::time::Duration;
 use redis::aio::ConnectionManagerConfig;
 use redis::{ErrorKind, FromRedisValue, RedisResult, Script, ScriptInvocation, ServerErrorKind};
 
-use super::cluster;
 use super::subscriber::{Source, Subscriber};
+use super::target::Target;
 use super::{
     AcquireRequest, Attempt, CONNECT_TIMEOUT, Connection, Inspect, LockStatus, LockStore, Pass,
     RESPONSE_TIMEOUT, WakeUps, Watch, WindowCount, WindowCounter,
 };
+use super::{cluster, sentinel};
 use crate::error::{Error, Result};
 use crate::key::{LockKey, is_companion_key};
 use crate::lease::Ttl;
@@ -96,7 +97,7 @@ impl RedisStore {
     /// # Ok(()) }
     /// ```
     pub async fn from_client(client: redis::Client) -> Result<Self> {
-        let node: Arc<str> = client.get_connection_info().addr().to_string().into();
+        let node = client.get_connection_info().addr().to_string();
         let db = client.get_connection_info().redis_settings().db();
         if db < 0 {
             return Err(Error::InvalidArgument(format!(
@@ -107,15 +108,54 @@ impl RedisStore {
             client.get_connection_info().addr(),
             redis::ConnectionAddr::TcpTls { .. }
         );
+        Self::on_target(Target::Server(Box::new(client)), node, tls).await
+    }
+
+    /// Connects to the primary that Redis Sentinel names for `master`, asking the
+    /// Sentinels at `sentinels` (URLs; one is enough, more help when one is down).
+    /// After a failover, the next connection goes to the new primary: a command that
+    /// finds the old one gone or demoted (a lost connection, a timeout, `READONLY`)
+    /// fails, and the next one asks the Sentinels again; waits retry within their
+    /// deadline. Wake-ups follow the same way.
+    ///
+    /// The first URL's user, password, database and `rediss://` are used for the
+    /// primary as well as for the Sentinels.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open); [`Error::InvalidArgument`] without Sentinel URLs or
+    /// with an empty master name, and [`Error::Redis`] when no Sentinel knows
+    /// `master`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves nothing behind.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let sentinels = ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"];
+    /// let store = latchkey::store::RedisStore::open_sentinel("mymaster", &sentinels).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open_sentinel(master: &str, sentinels: &[impl AsRef<str>]) -> Result<Self> {
+        let sentinels = parse_urls(sentinels)?;
+        let tls = sentinels
+            .iter()
+            .any(|s| matches!(s.addr(), redis::ConnectionAddr::TcpTls { .. }));
+        let (target, node) = sentinel::target(master, sentinels)?;
+        Self::on_target(target, node, tls).await
+    }
+
+    /// A store whose connections (ours, replaced when they fail) go to `target`.
+    async fn on_target(target: Target, node: String, tls: bool) -> Result<Self> {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_number_of_retries(RECONNECT_RETRIES);
-        let conn = Connection::replaceable(client.clone(), config)
-            .map_err(|e| Error::from_redis(e, &node, ""))?;
+        let node: Arc<str> = node.into();
         let store = RedisStore {
-            conn,
-            subscriber: Some(Subscriber::new(Source::Node(client), node.clone())),
+            conn: Connection::replaceable(target.clone(), config),
+            subscriber: Some(Subscriber::new(Source::Node(target), node.clone())),
             node,
             cluster: false,
             replication: None,
@@ -149,7 +189,7 @@ impl RedisStore {
     /// # Ok(()) }
     /// ```
     pub async fn open_cluster(seeds: &[impl AsRef<str>]) -> Result<Self> {
-        let seeds = cluster::seeds(seeds)?;
+        let seeds = parse_urls(seeds)?;
         let tls = seeds
             .iter()
             .any(|s| matches!(s.addr(), redis::ConnectionAddr::TcpTls { .. }));
@@ -224,7 +264,8 @@ impl RedisStore {
     /// # Ok(()) }
     /// ```
     pub fn with_subscriber(mut self, client: redis::Client) -> Self {
-        self.subscriber = Some(Subscriber::new(Source::Node(client), self.node.clone()));
+        let target = Target::Server(Box::new(client));
+        self.subscriber = Some(Subscriber::new(Source::Node(target), self.node.clone()));
         self
     }
 
@@ -577,9 +618,19 @@ fn lock_script<'a>(script: &'a Script, keys: &[&str]) -> ScriptInvocation<'a> {
     call
 }
 
+/// Parses URLs (cluster seeds, Sentinels) without echoing a password in errors.
+fn parse_urls(urls: &[impl AsRef<str>]) -> Result<Vec<redis::ConnectionInfo>> {
+    urls.iter()
+        .map(|url| {
+            redis::IntoConnectionInfo::into_connection_info(url.as_ref())
+                .map_err(|e| invalid_url(&e))
+        })
+        .collect()
+}
+
 /// redis-rs's parse errors can quote the URL, password included; say what is
 /// expected instead of echoing it.
-pub(super) fn invalid_url(err: &redis::RedisError) -> Error {
+fn invalid_url(err: &redis::RedisError) -> Error {
     let what = err
         .detail()
         .filter(|d| !d.contains('@'))

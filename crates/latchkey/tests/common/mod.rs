@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod turns;
+
 use std::time::Duration;
 
 use latchkey::{Client, Lease, Mutex};

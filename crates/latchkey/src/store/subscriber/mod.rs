@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::target::Target;
 use super::watch::{Subscription, Wakeup};
 use super::{Handed, RESPONSE_TIMEOUT, Watch};
 use crate::error::{Error, Result};
@@ -74,8 +75,9 @@ struct Shared {
 // Made once per store and moved into its task: the size difference costs nothing.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Source {
-    /// One server: `SUBSCRIBE` on a pub/sub connection.
-    Node(redis::Client),
+    /// One server (or the primary Sentinel names at each reconnect): `SUBSCRIBE`
+    /// on a pub/sub connection.
+    Node(Target),
     /// A cluster: `SSUBSCRIBE`, to the shard that owns each lock's channel; the
     /// client (RESP3) delivers messages to the receiver.
     Cluster(
@@ -162,8 +164,8 @@ impl Subscriber {
             let pending = self.shared.pending.lock().ok().and_then(|mut p| p.take());
             let shared = Arc::downgrade(&self.shared);
             match pending {
-                Some((Source::Node(client), commands)) => {
-                    tokio::spawn(node::run(client, shared, commands));
+                Some((Source::Node(target), commands)) => {
+                    tokio::spawn(node::run(target, shared, commands));
                 }
                 Some((Source::Cluster(client, pushes), commands)) => {
                     tokio::spawn(sharded::run(client, pushes, shared, commands));

@@ -9,16 +9,17 @@ use tokio::sync::mpsc;
 
 use super::{Command, HEARTBEAT, RECONNECT_PAUSE, RECONNECT_PAUSE_CAP, Shared, refused, within};
 use crate::error::{Error, connection_failed};
+use crate::store::target::Target;
 use crate::store::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 
 /// The subscriber task: runs until every clone of the store is gone.
 pub(super) async fn run(
-    client: redis::Client,
+    target: Target,
     shared: Weak<Shared>,
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
     loop {
-        let Some(connected) = connect(&client, &shared).await else {
+        let Some(connected) = connect(&target, &shared).await else {
             return;
         };
         let (mut sink, mut stream) = connected;
@@ -37,14 +38,12 @@ pub(super) async fn run(
 }
 
 /// Opens the subscriber connection and resubscribes every channel still watched.
-async fn connect(
-    client: &redis::Client,
-    shared: &Weak<Shared>,
-) -> Option<(PubSubSink, PubSubStream)> {
+async fn connect(target: &Target, shared: &Weak<Shared>) -> Option<(PubSubSink, PubSubStream)> {
     let mut pause = RECONNECT_PAUSE;
     loop {
         let strong = shared.upgrade()?;
         let attempt = async {
+            let client = target.client().await?;
             let pubsub = within(CONNECT_TIMEOUT, client.get_async_pubsub()).await?;
             let (mut sink, stream) = pubsub.split();
             let wanted = strong.unconfirm_all();
