@@ -49,6 +49,31 @@ pub struct Figures {
     pub rss_bytes: Option<u64>,
 }
 
+impl Figures {
+    /// Figures with only a rate and latencies (the rest unmeasured).
+    pub(crate) fn timed(
+        scenario: &str,
+        implementation: &str,
+        ops_per_sec: f64,
+        latency_us: Percentiles,
+    ) -> Self {
+        Figures {
+            scenario: scenario.to_owned(),
+            implementation: implementation.to_owned(),
+            ops_per_sec,
+            latency_us,
+            redis_cmds_per_op: 0.0,
+            client_cpu_us_per_op: None,
+            redis_cpu_us_per_op: None,
+            fairness: None,
+            handoff_gap_us: None,
+            ping_rtt_us: None,
+            connections: None,
+            rss_bytes: None,
+        }
+    }
+}
+
 /// Fewest and most acquisitions of one task.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Fairness {

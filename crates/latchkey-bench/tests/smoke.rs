@@ -30,6 +30,24 @@ async fn every_scenario_runs_and_reports_every_implementation() {
             );
         }
     }
+    for row in [
+        "cycle/single",
+        "cycle/cluster",
+        "contended/single",
+        "contended/cluster",
+        "acquire/no-wait",
+        "acquire/wait-1",
+    ] {
+        let figures = report
+            .results
+            .iter()
+            .find(|f| f.scenario == "deployments" && f.implementation == row)
+            .unwrap_or_else(|| panic!("no deployments figures for {row}"));
+        assert!(
+            figures.ops_per_sec > 0.0 && figures.latency_us.p50 > 0,
+            "{row}"
+        );
+    }
     let waiters = report
         .results
         .iter()

@@ -6,6 +6,11 @@ use crate::cli::{BenchArgs, Global};
 use crate::exit::Failure;
 
 pub async fn run(global: &Global, args: BenchArgs) -> Result<u8, Failure> {
+    if global.cluster || global.sentinel.is_some() {
+        return Err(Failure::usage(
+            "bench runs against one server; `--scenario deployments` starts a cluster and a replica of its own".to_owned(),
+        ));
+    }
     let redis = match global.redis.as_slice() {
         [] => None,
         [url] => Some(url.clone()),

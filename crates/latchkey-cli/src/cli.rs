@@ -21,8 +21,8 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct Global {
     /// Redis URL: `redis://[user:password@]host[:port][/db]`, `rediss://` for TLS
-    /// [default: redis://127.0.0.1:6379; `bench`: a private redis-server]. One URL:
-    /// several (quorum mode) are not supported yet.
+    /// [default: redis://127.0.0.1:6379; `bench`: a private redis-server]. With
+    /// --cluster or --sentinel, several (repeat the option or separate with commas).
     #[arg(
         long,
         global = true,
@@ -31,6 +31,27 @@ pub struct Global {
         hide_env_values = true
     )]
     pub redis: Vec<String>,
+
+    /// The --redis URLs are seed nodes of a Redis Cluster (as `redis-cli -c`).
+    #[arg(
+        long,
+        global = true,
+        env = "LATCHKEY_CLUSTER",
+        conflicts_with = "sentinel"
+    )]
+    pub cluster: bool,
+
+    /// The --redis URLs are Redis Sentinels; lock on the primary they name for MASTER.
+    #[arg(long, global = true, value_name = "MASTER", env = "LATCHKEY_SENTINEL")]
+    pub sentinel: Option<String>,
+
+    /// Every grant and renewal waits until N replicas have it (WAIT), or fails.
+    #[arg(long, global = true, value_name = "N", env = "LATCHKEY_WAIT_REPLICAS")]
+    pub wait_replicas: Option<u32>,
+
+    /// How long --wait-replicas waits for the replicas (below 1s).
+    #[arg(long, global = true, value_name = "DURATION", default_value = "250ms", value_parser = humantime::parse_duration, requires = "wait_replicas")]
+    pub wait_timeout: Duration,
 
     /// Key prefix for every lock name.
     #[arg(long, global = true, env = "LATCHKEY_PREFIX", default_value = "")]
@@ -270,6 +291,8 @@ pub enum BenchScenario {
     Waiters,
     /// Release → waiter holding, after a latchkey holder and after another library's.
     Wakeup,
+    /// latchkey on one node, a 3-primary cluster, and with WAIT 1 (servers of its own).
+    Deployments,
 }
 
 #[cfg(feature = "bench")]
@@ -283,6 +306,7 @@ impl From<BenchScenario> for latchkey_bench::Scenario {
             BenchScenario::Handoff => latchkey_bench::Scenario::Handoff,
             BenchScenario::Waiters => latchkey_bench::Scenario::Waiters,
             BenchScenario::Wakeup => latchkey_bench::Scenario::Wakeup,
+            BenchScenario::Deployments => latchkey_bench::Scenario::Deployments,
         }
     }
 }

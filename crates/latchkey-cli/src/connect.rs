@@ -15,13 +15,49 @@ const CERTIFICATE_PEM: &[u8] = b"-----BEGIN CERTIFICATE-----";
 /// The server used when no `--redis` is given.
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
-/// The single Redis URL the options name.
+/// The single Redis server the options name (not a cluster, not Sentinel).
+#[cfg(feature = "demo")]
 pub fn single_url(global: &Global) -> Result<&str, Failure> {
-    match global.redis.as_slice() {
-        [url] => Ok(url),
-        [] => Ok(DEFAULT_URL),
+    match deployment(global)? {
+        Deployment::Single(url) => Ok(url),
+        Deployment::Cluster(_) | Deployment::Sentinel(..) => Err(Failure::usage(
+            "this command runs against one Redis server: drop --cluster and --sentinel".to_owned(),
+        )),
+    }
+}
+
+/// Which kind of Redis the options point at.
+pub enum Deployment<'a> {
+    Single(&'a str),
+    Cluster(&'a [String]),
+    Sentinel(&'a str, &'a [String]),
+}
+
+/// The deployment the options describe; several URLs need --cluster or --sentinel.
+pub fn deployment(global: &Global) -> Result<Deployment<'_>, Failure> {
+    let urls = global.redis.as_slice();
+    if let Some(master) = &global.sentinel {
+        return match urls {
+            [] => Err(Failure::usage(
+                "--sentinel needs the Sentinels' URLs in --redis".to_owned(),
+            )),
+            _ => Ok(Deployment::Sentinel(master, urls)),
+        };
+    }
+    if global.cluster {
+        return match urls {
+            [] => Err(Failure::usage(
+                "--cluster needs seed node URLs in --redis".to_owned(),
+            )),
+            _ => Ok(Deployment::Cluster(urls)),
+        };
+    }
+    match urls {
+        [url] => Ok(Deployment::Single(url)),
+        [] => Ok(Deployment::Single(DEFAULT_URL)),
         several => Err(Failure::usage(format!(
-            "{} Redis URLs given; quorum mode over several servers is not supported yet",
+            "{} Redis URLs given: add --cluster for a Redis Cluster's seed nodes or --sentinel MASTER \
+             for Sentinels (quorum over independent servers is not supported yet)",
             several.len()
         ))),
     }
@@ -33,14 +69,56 @@ pub fn check_name(global: &Global, name: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Connects to the one server and applies the prefix.
+/// Connects to the deployment the options name, with the replica wait and prefix.
 pub async fn client(global: &Global) -> Result<Client, Failure> {
     Prefix::new(&global.prefix)?;
-    let redis = redis_client(global)?;
-    let client = Client::from_redis_client(redis)
-        .await
-        .map_err(|error| with_tls_advice(error, global))?;
+    let connected = match deployment(global)? {
+        Deployment::Single(url) => Client::from_redis_client(redis_client(global, url)?).await,
+        Deployment::Cluster(seeds) => {
+            no_tls_files(global, "--cluster")?;
+            Client::open_cluster(&tls_urls(global, seeds)?).await
+        }
+        Deployment::Sentinel(master, sentinels) => {
+            no_tls_files(global, "--sentinel")?;
+            Client::open_sentinel(master, &tls_urls(global, sentinels)?).await
+        }
+    };
+    let client = connected.map_err(|error| with_tls_advice(error, global))?;
+    let client = match global.wait_replicas {
+        Some(replicas) => client.with_wait_replicas(replicas, global.wait_timeout)?,
+        None => client,
+    };
     Ok(client.with_prefix(&global.prefix)?)
+}
+
+/// --tls-ca works with one server only so far: say so rather than ignore it.
+fn no_tls_files(global: &Global, mode: &str) -> Result<(), Failure> {
+    match &global.tls_ca {
+        Some(_) => Err(Failure::usage(format!(
+            "--tls-ca is not supported with {mode} yet: use a CA in the system's trust store"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Each URL as redis-rs should read it (see [`with_tls_mode`]).
+fn tls_urls(global: &Global, urls: &[String]) -> Result<Vec<String>, Failure> {
+    urls.iter().map(|url| with_tls_mode(global, url)).collect()
+}
+
+/// The URL as redis-rs should read it: `#insecure` appended for --tls-insecure.
+/// The TLS options need a rediss:// URL.
+fn with_tls_mode(global: &Global, url: &str) -> Result<String, Failure> {
+    let tls_options = global.tls_ca.is_some() || global.tls_insecure;
+    if tls_options && !url.starts_with("rediss://") {
+        return Err(Failure::usage(
+            "--tls-ca and --tls-insecure need a rediss:// URL".to_owned(),
+        ));
+    }
+    Ok(match global.tls_insecure {
+        true => format!("{url}#insecure"),
+        false => url.to_owned(),
+    })
 }
 
 /// An untrusted certificate, when no CA was given: say how to give one.
@@ -54,19 +132,9 @@ fn with_tls_advice(error: latchkey::Error, global: &Global) -> Failure {
     }
 }
 
-/// The redis-rs client for the URL and TLS options; nothing is sent yet.
-fn redis_client(global: &Global) -> Result<redis::Client, Failure> {
-    let url = single_url(global)?;
-    let tls_options = global.tls_ca.is_some() || global.tls_insecure;
-    if tls_options && !url.starts_with("rediss://") {
-        return Err(Failure::usage(
-            "--tls-ca and --tls-insecure need a rediss:// URL".to_owned(),
-        ));
-    }
-    let url = match global.tls_insecure {
-        true => format!("{url}#insecure"),
-        false => url.to_owned(),
-    };
+/// The redis-rs client for one server's URL and the TLS options; nothing is sent yet.
+fn redis_client(global: &Global, url: &str) -> Result<redis::Client, Failure> {
+    let url = with_tls_mode(global, url)?;
     let Some(ca) = &global.tls_ca else {
         return redis::Client::open(url.as_str()).map_err(|_| invalid_url());
     };

@@ -83,7 +83,8 @@ impl From<Error> for Failure {
             | Error::AclDenied { .. }
             | Error::ReadOnly { .. }
             | Error::NotRedis { .. }
-            | Error::Tls { .. } => UNAVAILABLE,
+            | Error::Tls { .. }
+            | Error::TooFewReplicas { .. } => UNAVAILABLE,
             Error::Busy { .. } => TEMPFAIL,
             Error::WrongType { .. } => DATA_ERROR,
             _ => SOFTWARE,

@@ -1,5 +1,6 @@
 //! The scenarios: what runs, with how many tasks, on which keys.
 
+mod deployments;
 mod tasks;
 mod waiters;
 mod wakeup;
@@ -37,11 +38,14 @@ pub enum Scenario {
     /// One waiter, one holder: release → waiter holding, when the holder is latchkey
     /// and when it is another library (latchkey only).
     Wakeup,
+    /// latchkey on one node, on a 3-primary cluster and with WAIT 1 for a replica,
+    /// all started by the bench (latchkey only).
+    Deployments,
 }
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Uncontended,
         Scenario::Contended,
         Scenario::ContendedProcesses,
@@ -49,6 +53,7 @@ impl Scenario {
         Scenario::Latency,
         Scenario::Waiters,
         Scenario::Wakeup,
+        Scenario::Deployments,
     ];
 
     /// The name used on the command line, in tables and in JSON.
@@ -61,6 +66,7 @@ impl Scenario {
             Scenario::Handoff => "handoff",
             Scenario::Waiters => "waiters",
             Scenario::Wakeup => "wakeup",
+            Scenario::Deployments => "deployments",
         }
     }
 
@@ -69,6 +75,7 @@ impl Scenario {
         match self {
             Scenario::Waiters => 1,
             Scenario::Wakeup => 2,
+            Scenario::Deployments => deployments::STEPS,
             _ => workload::steps(),
         }
     }
@@ -116,6 +123,8 @@ impl Scenario {
             }
             Scenario::Waiters => waiters::run(url, progress).await,
             Scenario::Wakeup => wakeup::run(url, duration, progress).await,
+            // Starts its own servers of every kind.
+            Scenario::Deployments => deployments::run(duration, progress).await,
         }
     }
 }

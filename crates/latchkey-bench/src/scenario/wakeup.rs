@@ -81,19 +81,10 @@ async fn measure(url: &str, duration: Duration, holder: Holder) -> Result<Figure
         gaps.push(got.saturating_duration_since(released));
     }
     let commands = commands_run(&mut admin).await? - commands_before;
+    let rate = gaps.len() as f64 / started.elapsed().as_secs_f64().max(1e-9);
     Ok(Figures {
-        scenario: "wakeup".to_owned(),
-        implementation: holder.name().to_owned(),
-        ops_per_sec: gaps.len() as f64 / started.elapsed().as_secs_f64().max(1e-9),
-        latency_us: Percentiles::of(&mut gaps),
         redis_cmds_per_op: commands as f64 / round.max(1) as f64,
-        client_cpu_us_per_op: None,
-        redis_cpu_us_per_op: None,
-        fairness: None,
-        handoff_gap_us: None,
-        ping_rtt_us: None,
-        connections: None,
-        rss_bytes: None,
+        ..Figures::timed("wakeup", holder.name(), rate, Percentiles::of(&mut gaps))
     })
 }
 

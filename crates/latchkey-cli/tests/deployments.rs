@@ -1,0 +1,172 @@
+//! Every command against a Redis Cluster (`--cluster`), through Sentinel
+//! (`--sentinel MASTER`) and with `--wait-replicas`, through the built binary
+//! against real servers.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use latchkey_testkit::{RedisCluster, RedisServer, Sentinels};
+
+/// `latchkey` with `--redis` set to `urls` (comma-separated, as LATCHKEY_REDIS is).
+fn latchkey(urls: &[String], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", urls.join(","))
+        .env_remove("LATCHKEY_PREFIX")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Starts `latchkey run NAME -- sleep 30` with `mode` and returns once it holds.
+fn hold(urls: &[String], mode: &[&str], name: &str) -> Child {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let script = format!("touch {}; exec sleep 30", ready.display());
+    let child = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", urls.join(","))
+        .env_remove("LATCHKEY_PREFIX")
+        .args(mode)
+        .args(["run", name, "--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !ready.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{name} was never held"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_str(stdout(output).trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", stdout(output)))
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Runs `run`, `status`, `list` and `release --force` with `mode` (the flags that
+/// pick the deployment) on locks named `names`.
+fn every_command(urls: &[String], mode: &[&str], names: &[&str]) {
+    let with = |args: &[&str]| latchkey(urls, &[mode, args].concat());
+    for name in names {
+        let ran = with(&["run", name, "--", "sh", "-c", "echo fence=$LATCHKEY_FENCE"]);
+        assert_eq!(ran.status.code(), Some(0), "{}", stderr(&ran));
+        assert!(stdout(&ran).contains("fence="), "{}", stdout(&ran));
+    }
+    let mut holders: Vec<Child> = names.iter().map(|name| hold(urls, mode, name)).collect();
+    let status = with(&["status", names[0], "--json"]);
+    assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
+    assert_eq!(json(&status)["held"], true, "{}", stdout(&status));
+    let listed = with(&["list", "--json"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    for name in names {
+        assert!(
+            stdout(&listed).contains(&format!("\"{name}\"")),
+            "{name} not listed: {}",
+            stdout(&listed)
+        );
+    }
+    let throttled = with(&["throttle", "sms:+1555", "--limit", "1", "--per", "60s"]);
+    assert_eq!(throttled.status.code(), Some(0), "{}", stderr(&throttled));
+    let again = with(&["throttle", "sms:+1555", "--limit", "1", "--per", "60s"]);
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+    let released = with(&["release", names[0], "--force"]);
+    assert_eq!(released.status.code(), Some(0), "{}", stderr(&released));
+    assert_eq!(json(&with(&["status", names[0], "--json"]))["held"], false);
+    for holder in &mut holders {
+        let _ = holder.kill();
+        let _ = holder.wait();
+    }
+}
+
+#[test]
+fn every_command_works_on_a_cluster() {
+    let cluster = RedisCluster::start().unwrap();
+    // Names whose slots live on different primaries.
+    let names = ["alpha", "bravo", "charlie", "delta", "echo"];
+    let primaries: std::collections::HashSet<usize> = names
+        .iter()
+        .map(|n| cluster.primary_of(n).unwrap())
+        .collect();
+    assert!(primaries.len() > 1);
+    // Held on several primaries at once: `list` walks them all.
+    every_command(&cluster.seeds(), &["--cluster"], &names);
+}
+
+#[test]
+fn every_command_works_through_sentinel() {
+    let set = Sentinels::start().unwrap();
+    every_command(
+        &set.urls(),
+        &["--sentinel", set.master_name()],
+        &["alpha", "bravo"],
+    );
+}
+
+#[test]
+fn wait_replicas_confirms_or_fails_clearly() {
+    let primary = RedisServer::start().unwrap();
+    let replica = RedisServer::start().unwrap();
+    replica.replicate(&primary).unwrap();
+    let urls = [primary.url()];
+    let ok = latchkey(
+        &urls,
+        &["--wait-replicas", "1", "run", "payout", "--", "true"],
+    );
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    let too_many = latchkey(
+        &urls,
+        &[
+            "--wait-replicas",
+            "2",
+            "run",
+            "payout",
+            "--wait",
+            "300ms",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(too_many.status.code(), Some(69), "{}", stderr(&too_many));
+    assert!(
+        stderr(&too_many).contains("fewer than the 2 asked for"),
+        "{}",
+        stderr(&too_many)
+    );
+    let too_long = latchkey(
+        &urls,
+        &[
+            "--wait-replicas",
+            "1",
+            "--wait-timeout",
+            "5s",
+            "status",
+            "payout",
+        ],
+    );
+    assert_eq!(too_long.status.code(), Some(64), "{}", stderr(&too_long));
+}
+
+#[test]
+fn several_urls_need_a_deployment_flag() {
+    let urls = [
+        "redis://127.0.0.1:1".to_owned(),
+        "redis://127.0.0.1:2".to_owned(),
+    ];
+    let output = latchkey(&urls, &["status", "job"]);
+    assert_eq!(output.status.code(), Some(64));
+    assert!(stderr(&output).contains("--cluster"), "{}", stderr(&output));
+    let output = latchkey(&[], &["--cluster", "--sentinel", "m", "status", "job"]);
+    assert_eq!(output.status.code(), Some(64));
+}
