@@ -7,8 +7,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::turns::{Holds, Turns, assert_exclusive_and_fenced, started_after, take_turns};
-use latchkey::{Client, Ttl};
+use common::turns::{
+    Holds, Turns, assert_exclusive_and_fenced, assert_release_wakes, started_after, take_turns,
+};
+use latchkey::Client;
 use latchkey_testkit::RedisCluster;
 
 async fn client(cluster: &RedisCluster) -> Client {
@@ -80,20 +82,7 @@ async fn a_release_wakes_its_waiter_within_its_shard_only() {
     let cluster = RedisCluster::start().unwrap();
     let name = names_on_every_primary(&cluster).remove(1);
     let owner = cluster.primary_of(&name).unwrap();
-    let holder = client(&cluster).await;
-    let held = holder.mutex(&name).unwrap().try_lock().await.unwrap();
-    // A waiter lease of 30 s: without a wake-up it would re-check only after 10 s,
-    // past its 5 s wait.
-    let waiter = client(&cluster)
-        .await
-        .mutex(&name)
-        .unwrap()
-        .with_waiter_lease(Ttl::new(Duration::from_secs(30)).unwrap());
-    let waiting = tokio::spawn(async move { waiter.lock_timeout(Duration::from_secs(5)).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(held.release().await.unwrap());
-    let guard = waiting.await.unwrap().expect("the release woke the waiter");
-    guard.release().await.unwrap();
+    assert_release_wakes(&client(&cluster).await, &client(&cluster).await, &name).await;
     for (node, server) in cluster.nodes().iter().enumerate() {
         assert_eq!(
             calls(&cluster, node, "publish"),
@@ -147,6 +136,8 @@ async fn under_failover(fault: impl FnOnce(&mut RedisCluster, usize, usize)) {
     let mut cluster = RedisCluster::start().unwrap();
     let name = names_on_every_primary(&cluster).remove(0);
     let holds = Holds::default();
+    // Made before the failover: its subscriber connection must follow it.
+    let waiter = client(&cluster).await;
     let mut tasks = Vec::new();
     for i in 0..3 {
         let turns = Turns {
@@ -179,6 +170,7 @@ async fn under_failover(fault: impl FnOnce(&mut RedisCluster, usize, usize)) {
         replica,
         "the replica took over"
     );
+    assert_release_wakes(&client(&cluster).await, &waiter, &name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,8 +7,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::turns::{Holds, Turns, assert_exclusive_and_fenced, started_after, take_turns};
-use latchkey::{Client, Error, Ttl};
+use common::turns::{
+    Holds, Turns, assert_exclusive_and_fenced, assert_release_wakes, started_after, take_turns,
+};
+use latchkey::{Client, Error};
 use latchkey_testkit::Sentinels;
 
 async fn client(set: &Sentinels) -> Client {
@@ -38,12 +40,8 @@ async fn under_failover(fault: impl FnOnce(&mut Sentinels)) {
             holds.clone(),
         )));
     }
-    // A waiter that only a wake-up can serve in time (see below), made before.
-    let waiter = client(&set)
-        .await
-        .mutex("wake")
-        .unwrap()
-        .with_waiter_lease(Ttl::new(Duration::from_secs(30)).unwrap());
+    // Made before the failover: its subscriber connection must follow it.
+    let waiter = client(&set).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let old_primary = set.primary_port().unwrap();
     let failed_over_at = Instant::now();
@@ -58,21 +56,7 @@ async fn under_failover(fault: impl FnOnce(&mut Sentinels)) {
         "no lock was taken after the failover"
     );
 
-    let holder = client(&set).await;
-    let held = holder
-        .mutex("wake")
-        .unwrap()
-        .lock_timeout(Duration::from_secs(10))
-        .await
-        .unwrap();
-    let waiting = tokio::spawn(async move { waiter.lock_timeout(Duration::from_secs(5)).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(held.release().await.unwrap());
-    let guard = waiting
-        .await
-        .unwrap()
-        .expect("the release on the new primary woke the waiter");
-    guard.release().await.unwrap();
+    assert_release_wakes(&client(&set).await, &waiter, "wake").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
-use latchkey::{Client, Fairness, Lease};
+use latchkey::{Client, Fairness, Lease, Ttl};
 
 /// One hold, as its holder saw it: when it got the lock, until when the lock was
 /// surely its own (released, or its validity ran out), and its fencing token.
@@ -84,4 +84,24 @@ pub fn started_after(holds: &Holds, instant: Instant) -> usize {
         .iter()
         .filter(|h| h.from > instant)
         .count()
+}
+
+/// A waiter with a 30 s waiter lease (without a wake-up it would re-check only
+/// after 10 s) gets `name` within 5 s of `holder` releasing it: the release woke it.
+pub async fn assert_release_wakes(holder: &Client, waiter: &Client, name: &str) {
+    let held = holder
+        .mutex(name)
+        .unwrap()
+        .lock_timeout(Duration::from_secs(10))
+        .await
+        .unwrap();
+    let waiter = waiter
+        .mutex(name)
+        .unwrap()
+        .with_waiter_lease(Ttl::new(Duration::from_secs(30)).unwrap());
+    let waiting = tokio::spawn(async move { waiter.lock_timeout(Duration::from_secs(5)).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(held.release().await.unwrap());
+    let guard = waiting.await.unwrap().expect("the release woke the waiter");
+    guard.release().await.unwrap();
 }
