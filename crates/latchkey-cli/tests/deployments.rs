@@ -105,6 +105,48 @@ fn every_command_works_on_a_cluster() {
 }
 
 #[test]
+fn the_readme_acl_line_is_enough_on_a_cluster() {
+    let readme = include_str!("../../../README.md");
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("ACL SETUSER "))
+        .unwrap();
+    let mut words = line.split_whitespace().skip(2);
+    let user = words.next().unwrap();
+    let rules: Vec<&str> = words.collect();
+    let password = rules.iter().find_map(|r| r.strip_prefix('>')).unwrap();
+    let node = RedisServer::builder().user(user, password, &rules.join(" "));
+    let cluster = RedisCluster::start_with(node).unwrap();
+    let seeds: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .map(|n| n.url_as(user, password))
+        .collect();
+    let as_user = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+            .env("LATCHKEY_REDIS", seeds.join(","))
+            .env("LATCHKEY_PREFIX", "myapp:")
+            .args(["--cluster"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {:?} {}",
+            output.status,
+            stderr(&output)
+        );
+        output
+    };
+    as_user(&["--wait-replicas", "1", "run", "job", "--", "true"]);
+    as_user(&["run", "{tagged}job", "--fair", "--", "true"]);
+    as_user(&["list", "--json"]);
+    as_user(&["status", "job", "--json"]);
+    as_user(&["release", "job", "--force"]);
+    as_user(&["throttle", "sms:1", "--limit", "1", "--per", "1m"]);
+}
+
+#[test]
 fn every_command_works_through_sentinel() {
     let set = Sentinels::start().unwrap();
     every_command(

@@ -3,7 +3,7 @@
 use std::io;
 use std::process::{Command, Stdio};
 
-use crate::{RedisServer, not_installed, wait_for};
+use crate::{RedisServer, ServerBuilder, not_installed, wait_for};
 
 /// Three primaries with one replica each, made with `redis-cli --cluster create`;
 /// every node is killed on drop.
@@ -22,8 +22,13 @@ impl RedisCluster {
     /// Starts six nodes, joins them into a cluster and waits until every node sees
     /// all 16384 slots served.
     pub fn start() -> io::Result<Self> {
+        Self::start_with(RedisServer::builder())
+    }
+
+    /// As [`start`](Self::start), every node made from `node` (an ACL user, say).
+    pub fn start_with(node: ServerBuilder) -> io::Result<Self> {
         let nodes = (0..6)
-            .map(|_| RedisServer::builder().cluster_node().start())
+            .map(|_| node.clone().cluster_node().start())
             .collect::<io::Result<Vec<_>>>()?;
         let addresses: Vec<String> = nodes
             .iter()

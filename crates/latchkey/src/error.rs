@@ -9,7 +9,8 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 /// ACL line is the same, and a test runs every CLI command through a user made from it.
 const ACL_NEEDS: &str = "resetkeys ~P* ~{P* resetchannels &P* &{P* -@all +ping +select +get +scan \
      +evalsha +script|load +subscribe +unsubscribe +publish +time +del +exists +incr +set \
-     +pexpire +pttl +zadd +zcard +zrange +zrem +zscore";
+     +pexpire +pttl +zadd +zcard +zrange +zrem +zscore +wait +hello +cluster|slots +spublish \
+     +ssubscribe +sunsubscribe";
 
 /// `Result` with latchkey's [`Error`].
 ///

@@ -29,9 +29,12 @@
 //!   redis-py's `Lock`, redsync and node-redlock on the same key exclude latchkey and
 //!   are excluded by it. See [Interop](#interop).
 //!
-//! Synchronous callers use [`blocking`]. Rate limits are in [`ratelimit`]. The atomic
-//! steps under every lock are the [`store::LockStore`] trait; the key layout is
-//! described on [`LockKey`], and the Lua scripts in the `scripts/` folder of the source.
+//! One Redis server, a primary with replicas, Sentinel and Redis Cluster all work the
+//! same way; see [Deployments](#deployments). Synchronous callers use [`blocking`].
+//! Rate limits are in [`ratelimit`]. The atomic steps under every lock are the
+//! [`store`] traits (a core [`store::LockStore`] plus capabilities); the key layout
+//! is described on [`LockKey`], and the Lua scripts in the `scripts/` folder of the
+//! source.
 //!
 //! latchkey runs on tokio: call it from inside a tokio runtime (the [`blocking`] API
 //! brings its own). The watchdog, the subscriber connection and the releases of
@@ -334,12 +337,40 @@
 //!   refuses the older holder. To keep it from happening, bring a server that
 //!   restarts empty back only after the longest lease has passed.
 //! - **Replicas.** Locks must be taken on the primary: a read-only replica answers
-//!   [`Error::ReadOnly`].
+//!   [`Error::ReadOnly`]. Behind Sentinel, that (or a lost connection) makes the next
+//!   command ask the Sentinels for the new primary.
 //!
 //! The repository's `latchkey-torture` harness checks these promises against real
 //! processes that are killed and paused, Redis servers that restart empty, from older
 //! snapshots or fail over, and connections that stall, black-hole or reset; its
 //! `docs/reliability.md` has the latest results.
+//!
+//! # Deployments
+//!
+//! | Redis | connect with | a failover can lose a fresh lock? |
+//! |---|---|---|
+//! | one server | [`Client::open`] | a restart without the data forgets locks |
+//! | primary + replicas | [`Client::open`] (the primary) | yes (asynchronous replication); rarely with [`Client::with_wait_replicas`] |
+//! | Sentinel | [`Client::open_sentinel`] | as primary + replicas; the client follows the new primary |
+//! | Redis Cluster (≥ 7) | [`Client::open_cluster`] | per shard, as primary + replicas |
+//!
+//! Fencing tokens keep growing through every one of these (see [Fencing](#fencing)).
+//! On a cluster, all keys of a lock share its hash slot, every script runs on the
+//! slot's primary, MOVED/ASK and failovers are followed, and wake-ups use sharded
+//! pub/sub (`SPUBLISH`), so a release's message stays within its shard.
+//! [`Client::with_wait_replicas`] makes every grant and renewal wait (`WAIT`) until
+//! that many replicas have it; a grant fewer confirm is undone and reported as
+//! [`Error::TooFewReplicas`], and [`MutexGuard::replicas`] says how many did.
+//!
+//! ```no_run
+//! # async fn demo() -> latchkey::Result<()> {
+//! use std::time::Duration;
+//! let cluster = latchkey::Client::open_cluster(&["redis://10.0.0.1:6379"]).await?;
+//! let guarded = latchkey::Client::open_sentinel("mymaster", &["redis://10.0.0.9:26379"])
+//!     .await?
+//!     .with_wait_replicas(1, Duration::from_millis(100))?;
+//! # Ok(()) }
+//! ```
 //!
 //! # Interop
 //!
@@ -407,6 +438,7 @@
 //! | [`Redis`](Error::Redis) | any other error reply | transient when the server is loading, failing over or not ready |
 //! | [`NotRedis`](Error::NotRedis) | the address answered, but not in the Redis protocol | check the port |
 //! | [`Tls`](Error::Tls) | the TLS handshake failed or the certificate is not trusted | check the port, or configure the CA |
+//! | [`TooFewReplicas`](Error::TooFewReplicas) | fewer replicas than asked for confirmed a grant or renewal | transient: waiting calls retry it |
 //! | [`Runtime`](Error::Runtime) | the [`blocking`] API's runtime failed | see [`blocking`] |
 //!
 //! [`Error::is_transient`] says whether the same call may succeed later. Waiting calls
