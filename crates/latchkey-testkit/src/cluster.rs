@@ -86,8 +86,19 @@ impl RedisCluster {
     /// Waits until every running node reports `cluster_state:ok` (after a failover,
     /// until the cluster agrees again).
     pub fn wait_healthy(&self) -> io::Result<()> {
+        self.wait_healthy_without(usize::MAX)
+    }
+
+    /// As [`wait_healthy`](Self::wait_healthy), not asking node `skip` (one that is
+    /// paused, say).
+    pub fn wait_healthy_without(&self, skip: usize) -> io::Result<()> {
         wait_for("every cluster node reporting cluster_state:ok", || {
-            for node in self.nodes.iter().filter(|n| n.pid().is_some()) {
+            let asked = self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(i, n)| *i != skip && n.pid().is_some());
+            for (_, node) in asked {
                 if node
                     .reply_field(redis::cmd("CLUSTER").arg("INFO"), "cluster_state")?
                     .as_deref()
@@ -123,6 +134,15 @@ impl RedisCluster {
             .running_node()?
             .admin(redis::cmd("CLUSTER").arg("SLOTS"))?;
         ranges.into_iter().map(slot_range).collect()
+    }
+
+    /// Waits until node `replica` has been promoted to primary (after its primary
+    /// failed, or a `CLUSTER FAILOVER`).
+    pub fn wait_promoted(&self, replica: usize) -> io::Result<()> {
+        let node = &self.nodes[replica];
+        wait_for(&format!("port {} promoted to primary", node.port()), || {
+            Ok(node.info_field("replication", "role")?.as_deref() == Some("master"))
+        })
     }
 
     fn running_node(&self) -> io::Result<&RedisServer> {

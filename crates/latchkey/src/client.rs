@@ -155,6 +155,8 @@ impl Client<RedisStore> {
         timeout: std::time::Duration,
     ) -> Result<Self> {
         self.store = self.store.with_wait_replicas(replicas, timeout)?;
+        // A line of its own: a lock passed in-process is not confirmed by replicas.
+        self.local = LocalLocks::default();
         Ok(self)
     }
 

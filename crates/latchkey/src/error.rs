@@ -239,6 +239,31 @@ impl Error {
         }
     }
 
+    /// `node` is a replica now: behind Sentinel, a failover moved the primary, and the
+    /// next command asks the Sentinels again (transient, unlike [`Error::ReadOnly`]).
+    pub(crate) fn demoted(node: &str) -> Self {
+        Error::Unreachable {
+            node: node.to_owned(),
+            source: Cause(RedisError::from((
+                ErrorKind::Io,
+                "the server is a replica now (failover); asking the Sentinels for the primary",
+            ))),
+        }
+    }
+
+    /// A grant too few replicas confirmed, whose undo failed: it may still be held, so
+    /// the caller must release it (an outcome it cannot know, as for a lost reply).
+    pub(crate) fn grant_not_undone(node: &str, undo: &Error) -> Self {
+        Error::Unreachable {
+            node: node.to_owned(),
+            source: Cause(RedisError::from((
+                ErrorKind::Io,
+                "too few replicas confirmed a grant, and undoing it failed",
+                undo.to_string(),
+            ))),
+        }
+    }
+
     /// True when a request may or may not have run on the server (the reply was
     /// lost): anything it could have set must be undone.
     pub(crate) fn outcome_unknown(&self) -> bool {

@@ -145,3 +145,22 @@ async fn a_cluster_grant_waits_for_the_shards_replica() {
     assert_eq!(on_replica.as_deref(), Some(guard.owner().as_str()));
     assert!(guard.release().await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_clone_gets_no_unconfirmed_lock_from_its_parent() {
+    let (primary, _replica) = primary_and_replica();
+    let plain = Client::open(&primary.url()).await.unwrap();
+    let confirming = plain.clone().with_wait_replicas(1, WAIT).unwrap();
+    let held = plain.mutex("payout").unwrap().try_lock().await.unwrap();
+    let waiter = confirming.mutex("payout").unwrap();
+    let waiting = tokio::spawn(async move { waiter.lock_timeout(Duration::from_secs(10)).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(held.release().await.unwrap());
+    let guard = waiting.await.unwrap().unwrap();
+    assert_eq!(
+        guard.replicas(),
+        Some(1),
+        "a lock passed in-process, unconfirmed"
+    );
+    guard.release().await.unwrap();
+}

@@ -26,8 +26,10 @@ const TASKS_PER_CLIENT: usize = 4;
 /// How long a grant may wait for its replica.
 const REPLICA_WAIT: Duration = Duration::from_millis(200);
 
-/// Progress-bar steps: five measurements.
-pub(crate) const STEPS: u64 = 5;
+/// Progress-bar steps: three pairs.
+pub(crate) const STEPS: u64 = 3;
+/// Alternating rounds per pair.
+const ROUNDS: u32 = 4;
 
 pub(crate) async fn run(
     duration: Duration,
@@ -49,33 +51,49 @@ pub(crate) async fn run(
     .await?
     .map_err(|e| BenchError::Redis(format!("{}: {e}", start("a primary and replica"))))?;
 
-    let on_single = Client::open(&single.url()).await?;
-    let on_cluster = Client::open_cluster(&cluster.seeds()).await?;
-    let mut figures = Vec::new();
-    for (name, client) in [("cycle/single", &on_single), ("cycle/cluster", &on_cluster)] {
-        progress.set_message(format!("{SCENARIO}: {name}"));
-        figures.push(cycles(name, client, duration).await?);
-        progress.inc(1);
-    }
     let before = publishes(&cluster)?;
     let (single_url, seeds) = (&single.url(), &cluster.seeds());
-    for (name, on_cluster) in [("contended/single", false), ("contended/cluster", true)] {
-        progress.set_message(format!("{SCENARIO}: {name}"));
-        let clients = match on_cluster {
-            false => open_clients(move || Client::open(single_url)).await?,
-            true => open_clients(move || Client::open_cluster(seeds)).await?,
-        };
-        figures.push(contended(name, clients, duration).await?);
-    }
-    progress.inc(1);
-    let after = publishes(&cluster)?;
     let plain = Client::open(&primary.url()).await?;
-    let waiting = plain.clone().with_wait_replicas(1, REPLICA_WAIT)?;
-    for (name, client) in [("acquire/no-wait", &plain), ("acquire/wait-1", &waiting)] {
-        progress.set_message(format!("{SCENARIO}: {name}"));
-        figures.push(acquires(name, client, duration).await?);
+    let pairs = [
+        (
+            Kind::Cycle,
+            ("cycle/single", vec![Client::open(single_url).await?]),
+            ("cycle/cluster", vec![Client::open_cluster(seeds).await?]),
+        ),
+        (
+            Kind::Contended,
+            (
+                "contended/single",
+                open_clients(move || Client::open(single_url)).await?,
+            ),
+            (
+                "contended/cluster",
+                open_clients(move || Client::open_cluster(seeds)).await?,
+            ),
+        ),
+        (
+            Kind::Acquire,
+            ("acquire/no-wait", vec![plain.clone()]),
+            (
+                "acquire/wait-1",
+                vec![plain.with_wait_replicas(1, REPLICA_WAIT)?],
+            ),
+        ),
+    ];
+    let mut figures = Vec::new();
+    for (kind, (first, first_clients), (second, second_clients)) in pairs {
+        progress.set_message(format!("{SCENARIO}: {first} and {second}"));
+        // Alternating rounds, so drift on a shared machine hits both alike.
+        let (mut a, mut b) = (Run::default(), Run::default());
+        for _ in 0..ROUNDS {
+            a.add(measure(kind, &first_clients, duration / ROUNDS).await?);
+            b.add(measure(kind, &second_clients, duration / ROUNDS).await?);
+        }
+        figures.push(a.figures(first));
+        figures.push(b.figures(second));
         progress.inc(1);
     }
+    let after = publishes(&cluster)?;
     drop(replica);
     print_ratios(&figures, &before, &after, &cluster);
     Ok(figures)
@@ -101,84 +119,74 @@ where
     Ok(clients)
 }
 
-/// One task: acquire + release of its own key, back to back.
-async fn cycles(name: &str, client: &Client, duration: Duration) -> Result<Figures, BenchError> {
-    let mutex = client.mutex("bench:deploy:cycle")?;
-    let started = Instant::now();
-    let mut samples = Vec::new();
-    while started.elapsed() < duration {
-        let cycle = Instant::now();
-        mutex.lock().await?.release().await?;
-        samples.push(cycle.elapsed());
-    }
-    let rate = samples.len() as f64 / started.elapsed().as_secs_f64();
-    Ok(Figures::timed(
-        SCENARIO,
-        name,
-        rate,
-        Percentiles::of(&mut samples),
-    ))
+/// What one measurement times.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// One task, its own key: acquire + release, back to back.
+    Cycle,
+    /// Every client's tasks on one key: the wait for each acquisition.
+    Contended,
+    /// One task, its own key: the acquire alone (the release is not timed).
+    Acquire,
 }
 
-/// One task: the acquire alone (the release is not timed).
-async fn acquires(name: &str, client: &Client, duration: Duration) -> Result<Figures, BenchError> {
-    let mutex = client.mutex("bench:deploy:acquire")?;
-    let started = Instant::now();
-    let mut samples = Vec::new();
-    while started.elapsed() < duration {
-        let asked = Instant::now();
-        let guard = mutex.lock().await?;
-        samples.push(asked.elapsed());
-        guard.release().await?;
-    }
-    let rate = samples.len() as f64 / started.elapsed().as_secs_f64();
-    Ok(Figures::timed(
-        SCENARIO,
-        name,
-        rate,
-        Percentiles::of(&mut samples),
-    ))
+/// Acquisitions and their latencies over some time.
+#[derive(Default)]
+struct Run {
+    elapsed: Duration,
+    latencies: Vec<Duration>,
 }
 
-/// Every client's tasks on one key until `duration` is over: acquisitions per
-/// second, and each acquisition's wait.
-async fn contended(
-    name: &str,
-    clients: Vec<Client>,
-    duration: Duration,
-) -> Result<Figures, BenchError> {
-    let stop = Instant::now() + duration;
+impl Run {
+    fn add(&mut self, other: Run) {
+        self.elapsed += other.elapsed;
+        self.latencies.extend(other.latencies);
+    }
+
+    fn figures(mut self, name: &str) -> Figures {
+        let rate = self.latencies.len() as f64 / self.elapsed.as_secs_f64().max(1e-9);
+        Figures::timed(SCENARIO, name, rate, Percentiles::of(&mut self.latencies))
+    }
+}
+
+/// Runs `kind` on `clients` for `duration`.
+async fn measure(kind: Kind, clients: &[Client], duration: Duration) -> Result<Run, BenchError> {
+    let (key, tasks_per_client) = match kind {
+        Kind::Cycle => ("bench:deploy:cycle", 1),
+        Kind::Contended => ("bench:deploy:contended", TASKS_PER_CLIENT),
+        Kind::Acquire => ("bench:deploy:acquire", 1),
+    };
+    let started = Instant::now();
+    let stop = started + duration;
     let mut tasks = Vec::new();
-    for client in &clients {
-        for _ in 0..TASKS_PER_CLIENT {
-            let mutex = client.mutex("bench:deploy:contended")?;
+    for client in clients {
+        for _ in 0..tasks_per_client {
+            let mutex = client.mutex(key)?;
             tasks.push(tokio::spawn(async move {
-                let mut waits = Vec::new();
+                let mut latencies = Vec::new();
                 while Instant::now() < stop {
                     let asked = Instant::now();
                     let guard = mutex.lock().await?;
-                    waits.push(asked.elapsed());
+                    let acquired = asked.elapsed();
                     guard.release().await?;
+                    latencies.push(match kind {
+                        Kind::Cycle => asked.elapsed(),
+                        Kind::Contended | Kind::Acquire => acquired,
+                    });
                 }
-                Ok::<_, latchkey::Error>(waits)
+                Ok::<_, latchkey::Error>(latencies)
             }));
         }
     }
-    let started = Instant::now();
-    let mut waits = Vec::new();
+    let mut run = Run::default();
     for task in tasks {
-        waits.extend(
-            task.await
-                .map_err(|e| BenchError::Check(format!("a task failed: {e}")))??,
-        );
+        let latencies = task
+            .await
+            .map_err(|e| BenchError::Check(format!("a task failed: {e}")))??;
+        run.latencies.extend(latencies);
     }
-    let rate = waits.len() as f64 / started.elapsed().as_secs_f64().max(duration.as_secs_f64());
-    Ok(Figures::timed(
-        SCENARIO,
-        name,
-        rate,
-        Percentiles::of(&mut waits),
-    ))
+    run.elapsed = started.elapsed();
+    Ok(run)
 }
 
 /// PUBLISH and SPUBLISH calls (scripts' included) so far, per cluster node.

@@ -1,38 +1,31 @@
 //! Redis Cluster specifics: connecting from seed nodes, and walking every primary.
 
-use std::sync::Arc;
-
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::{ConnectionInfo, ProtocolVersion, RedisResult, Value};
 use tokio::sync::mpsc;
 
 use super::subscriber::Source;
+use super::target::Target;
 use super::{CONNECT_TIMEOUT, Connection, RESPONSE_TIMEOUT};
 use crate::error::{Error, Result};
 
-/// Attempts redis-rs makes for one command, following MOVED/ASK redirections and
-/// waiting out a failover, before it reports an error; latchkey's waits retry on top
-/// of that while their deadline allows.
-const CLUSTER_RETRIES: u32 = 5;
+/// Retries redis-rs makes for one command (to follow a MOVED or ASK redirection)
+/// before it reports an error. Few: it also resends a command whose reply timed
+/// out, which would run a script twice, and latchkey's waits retry whole requests
+/// themselves while their deadline allows.
+const CLUSTER_RETRIES: u32 = 1;
 
-/// What a cluster store is made of: the command connection, its name for errors,
-/// and the source of its sharded wake-ups.
-pub(super) struct Connected {
-    pub(super) conn: Connection,
-    pub(super) node: Arc<str>,
-    pub(super) wakeups: Source,
-}
-
-/// Connects to the cluster that `seeds` (URLs of some of its nodes) belong to.
-pub(super) async fn connect(seeds: &[ConnectionInfo]) -> Result<Connected> {
+/// The cluster that `seeds` (URLs of some of its nodes) belong to, as a target for
+/// commands and a source of sharded wake-ups, and its name for errors. Nothing is
+/// sent yet.
+pub(super) fn target(seeds: &[ConnectionInfo]) -> Result<(Target, Source, String)> {
     let first = seeds.first().ok_or_else(|| {
         Error::InvalidArgument("a cluster needs at least one seed node URL".into())
     })?;
-    let node: Arc<str> = match seeds.len() {
+    let node = match seeds.len() {
         1 => format!("cluster at {}", first.addr()),
         n => format!("cluster at {} (+{} seeds)", first.addr(), n - 1),
-    }
-    .into();
+    };
     let context = |e| Error::from_redis(e, &node, "");
     let commands = builder(seeds).build().map_err(context)?;
     let (pushes, received) = mpsc::unbounded_channel();
@@ -41,15 +34,8 @@ pub(super) async fn connect(seeds: &[ConnectionInfo]) -> Result<Connected> {
         .push_sender(pushes)
         .build()
         .map_err(context)?;
-    let conn = tokio::time::timeout(CONNECT_TIMEOUT * 2, commands.get_async_connection())
-        .await
-        .map_err(|_| Error::no_reply(&node))?
-        .map_err(context)?;
-    Ok(Connected {
-        conn: conn.into(),
-        node,
-        wakeups: Source::Cluster(subscriber, received),
-    })
+    let target = Target::Cluster(Box::new(commands));
+    Ok((target, Source::Cluster(subscriber, received), node))
 }
 
 fn builder(seeds: &[ConnectionInfo]) -> ClusterClientBuilder {

@@ -10,7 +10,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
-use super::target::Target;
+use super::target::{Live, Target};
 
 /// A cloneable, multiplexed connection to one Redis server, or to a Redis Cluster.
 ///
@@ -69,50 +69,88 @@ impl Connection {
             target,
             config,
             current: Mutex::new((0, None)),
+            connecting: tokio::sync::Mutex::new(()),
         })))
+    }
+
+    /// Whether this connection goes to a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        match &self.0 {
+            Link::Cluster(_) => true,
+            Link::Replaced(r) => matches!(r.target, Target::Cluster(_)),
+            Link::Manager(_) | Link::Multiplexed(_) => false,
+        }
+    }
+
+    /// Runs `cmd` on the cluster node at `host:port` (on a connection to one server,
+    /// on that server).
+    pub(crate) async fn on_node(&mut self, cmd: Cmd, host: &str, port: u16) -> RedisResult<Value> {
+        let node = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+            host: host.to_owned(),
+            port,
+        });
+        match &self.0 {
+            Link::Cluster(conn) => conn.clone().route_command(cmd, node).await,
+            Link::Replaced(r) => {
+                let (generation, live) = r.current().await?;
+                let reply = match live {
+                    Live::Cluster(mut conn) => conn.route_command(cmd, node).await,
+                    Live::Server(mut conn) => cmd.query_async(&mut conn).await,
+                };
+                r.replace_after(generation, &reply);
+                reply
+            }
+            Link::Manager(_) | Link::Multiplexed(_) => cmd.query_async(self).await,
+        }
     }
 }
 
-/// A connection manager that is swapped for a new one after a timeout.
+/// A connection of ours that is made afresh after a timeout.
 ///
 /// redis-rs reconnects after a dropped socket, but a reply that times out leaves the
 /// socket in place: behind a stalled network path (a peer that vanished without a
-/// reset, a black-holed route) every later command would time out too, for ever.
-/// Replacing the connection lets the next command take a fresh path. Behind
-/// Sentinel, the fresh connection goes to whichever server is the primary then.
+/// reset, a black-holed route) every later command would time out too, for ever
+/// (on a cluster, redis-rs resends to the same node). Replacing the connection lets
+/// the next command take a fresh path: behind Sentinel, to whichever server is the
+/// primary then; on a cluster, with a fresh slot map.
 struct Replaceable {
     target: Target,
     config: ConnectionManagerConfig,
-    /// The manager in use (`None`: make one), numbered so that concurrent failures
-    /// replace it once.
-    current: Mutex<(u64, Option<ConnectionManager>)>,
+    /// The connection in use (`None`: make one), numbered so that concurrent
+    /// failures replace it once.
+    current: Mutex<(u64, Option<Live>)>,
+    /// Held while making a connection, so concurrent commands wait for one instead
+    /// of each asking the Sentinels (or reading the slot map) again.
+    connecting: tokio::sync::Mutex<()>,
 }
 
 impl Replaceable {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, Option<ConnectionManager>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, Option<Live>)> {
         self.current.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The manager in use, made first if there is none.
-    async fn current(&self) -> RedisResult<(u64, ConnectionManager)> {
-        let (generation, manager) = self.lock().clone();
-        if let Some(manager) = manager {
-            return Ok((generation, manager));
-        }
-        let client = self.target.client().await?;
-        let fresh = ConnectionManager::new_lazy_with_config(client, self.config.clone())?;
-        let mut current = self.lock();
-        match &current.1 {
-            // Another command made one meanwhile: use it.
-            Some(made) => Ok((current.0, made.clone())),
-            None => {
-                current.1 = Some(fresh.clone());
-                Ok((current.0, fresh))
-            }
-        }
+    fn in_use(&self) -> Option<(u64, Live)> {
+        let current = self.lock();
+        current.1.clone().map(|live| (current.0, live))
     }
 
-    /// Drops manager number `generation` (if nobody did yet) after a `reply` that
+    /// The connection in use, made first if there is none.
+    async fn current(&self) -> RedisResult<(u64, Live)> {
+        if let Some(in_use) = self.in_use() {
+            return Ok(in_use);
+        }
+        let _one_at_a_time = self.connecting.lock().await;
+        // Made by another command while this one waited.
+        if let Some(in_use) = self.in_use() {
+            return Ok(in_use);
+        }
+        let fresh = self.target.connect(&self.config).await?;
+        let mut current = self.lock();
+        current.1 = Some(fresh.clone());
+        Ok((current.0, fresh))
+    }
+
+    /// Drops connection number `generation` (if nobody did yet) after a `reply` that
     /// calls for a fresh connection; the next command makes one.
     fn replace_after<T>(&self, generation: u64, reply: &RedisResult<T>) {
         let Err(error) = reply else {
@@ -129,21 +167,6 @@ impl Replaceable {
     }
 }
 
-impl Connection {
-    /// Runs `cmd` on the cluster node at `host:port` (on a connection to one server,
-    /// on that server).
-    pub(crate) async fn on_node(&mut self, cmd: Cmd, host: &str, port: u16) -> RedisResult<Value> {
-        let Link::Cluster(conn) = &mut self.0 else {
-            return cmd.query_async(self).await;
-        };
-        let node = SingleNodeRoutingInfo::ByAddress {
-            host: host.to_owned(),
-            port,
-        };
-        conn.route_command(cmd, RoutingInfo::SingleNode(node)).await
-    }
-}
-
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.0 {
@@ -151,8 +174,11 @@ impl ConnectionLike for Connection {
             Link::Multiplexed(c) => c.req_packed_command(cmd),
             Link::Cluster(c) => c.req_packed_command(cmd),
             Link::Replaced(r) => Box::pin(async move {
-                let (generation, mut conn) = r.current().await?;
-                let reply = conn.req_packed_command(cmd).await;
+                let (generation, live) = r.current().await?;
+                let reply = match live {
+                    Live::Server(mut conn) => conn.req_packed_command(cmd).await,
+                    Live::Cluster(mut conn) => conn.req_packed_command(cmd).await,
+                };
                 r.replace_after(generation, &reply);
                 reply
             }),
@@ -170,8 +196,15 @@ impl ConnectionLike for Connection {
             Link::Multiplexed(c) => c.req_packed_commands(pipeline, offset, count),
             Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
             Link::Replaced(r) => Box::pin(async move {
-                let (generation, mut conn) = r.current().await?;
-                let reply = conn.req_packed_commands(pipeline, offset, count).await;
+                let (generation, live) = r.current().await?;
+                let reply = match live {
+                    Live::Server(mut conn) => {
+                        conn.req_packed_commands(pipeline, offset, count).await
+                    }
+                    Live::Cluster(mut conn) => {
+                        conn.req_packed_commands(pipeline, offset, count).await
+                    }
+                };
                 r.replace_after(generation, &reply);
                 reply
             }),
@@ -183,7 +216,11 @@ impl ConnectionLike for Connection {
             Link::Manager(c) => c.get_db(),
             Link::Multiplexed(c) => c.get_db(),
             Link::Cluster(c) => c.get_db(),
-            Link::Replaced(r) => r.lock().1.as_ref().map_or(0, ConnectionLike::get_db),
+            Link::Replaced(r) => match &r.lock().1 {
+                Some(Live::Server(conn)) => conn.get_db(),
+                Some(Live::Cluster(conn)) => conn.get_db(),
+                None => 0,
+            },
         }
     }
 }

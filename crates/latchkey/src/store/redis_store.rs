@@ -44,15 +44,29 @@ pub struct RedisStore {
     subscriber: Option<Subscriber>,
     /// On a cluster, releases publish with SPUBLISH and listings walk every primary.
     cluster: bool,
+    /// Where our connections go (`None` for a caller's connection).
+    target: Option<Target>,
     /// Replicas that must confirm every grant and renewal.
     replication: Option<Replication>,
 }
 
 /// `WAIT replicas timeout` after every grant and renewal, in the same round trip.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 struct Replication {
     replicas: u32,
     timeout: Duration,
+    /// A connection of their own for the grants and renewals that wait: WAIT holds
+    /// up everything behind it on a connection, and the store's other commands
+    /// (releases, renewals of other locks) must not queue behind a slow replica.
+    conn: Connection,
+}
+
+/// How our connections to one server time out and reconnect.
+fn connection_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_number_of_retries(RECONNECT_RETRIES)
 }
 
 impl RedisStore {
@@ -108,7 +122,8 @@ impl RedisStore {
             client.get_connection_info().addr(),
             redis::ConnectionAddr::TcpTls { .. }
         );
-        Self::on_target(Target::Server(Box::new(client)), node, tls).await
+        let target = Target::Server(Box::new(client));
+        Self::on_target(target.clone(), Source::Node(target), node, tls).await
     }
 
     /// Connects to the primary that Redis Sentinel names for `master`, asking the
@@ -143,21 +158,19 @@ impl RedisStore {
             .iter()
             .any(|s| matches!(s.addr(), redis::ConnectionAddr::TcpTls { .. }));
         let (target, node) = sentinel::target(master, sentinels)?;
-        Self::on_target(target, node, tls).await
+        Self::on_target(target.clone(), Source::Node(target), node, tls).await
     }
 
-    /// A store whose connections (ours, replaced when they fail) go to `target`.
-    async fn on_target(target: Target, node: String, tls: bool) -> Result<Self> {
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_number_of_retries(RECONNECT_RETRIES);
+    /// A store whose connections (ours, replaced when they fail) go to `target`,
+    /// woken through `wakeups`.
+    async fn on_target(target: Target, wakeups: Source, node: String, tls: bool) -> Result<Self> {
         let node: Arc<str> = node.into();
         let store = RedisStore {
-            conn: Connection::replaceable(target.clone(), config),
-            subscriber: Some(Subscriber::new(Source::Node(target), node.clone())),
+            conn: Connection::replaceable(target.clone(), connection_config()),
+            subscriber: Some(Subscriber::new(wakeups, node.clone())),
             node,
-            cluster: false,
+            cluster: matches!(target, Target::Cluster(_)),
+            target: Some(target),
             replication: None,
         };
         store.checked(tls).await
@@ -193,15 +206,8 @@ impl RedisStore {
         let tls = seeds
             .iter()
             .any(|s| matches!(s.addr(), redis::ConnectionAddr::TcpTls { .. }));
-        let connected = cluster::connect(&seeds).await?;
-        let store = RedisStore {
-            conn: connected.conn,
-            subscriber: Some(Subscriber::new(connected.wakeups, connected.node.clone())),
-            node: connected.node,
-            cluster: true,
-            replication: None,
-        };
-        store.checked(tls).await
+        let (target, wakeups, node) = cluster::target(&seeds)?;
+        Self::on_target(target, wakeups, node, tls).await
     }
 
     /// The store, once one PING went through; a TLS URL whose server does not speak
@@ -244,11 +250,13 @@ impl RedisStore {
     /// # Ok(()) }
     /// ```
     pub fn from_connection(conn: impl Into<Connection>) -> Self {
+        let conn: Connection = conn.into();
         RedisStore {
-            conn: conn.into(),
+            cluster: conn.is_cluster(),
+            conn,
             node: UNNAMED_NODE.into(),
             subscriber: None,
-            cluster: false,
+            target: None,
             replication: None,
         }
     }
@@ -264,6 +272,13 @@ impl RedisStore {
     /// # Ok(()) }
     /// ```
     pub fn with_subscriber(mut self, client: redis::Client) -> Self {
+        if self.cluster {
+            // Releases on a cluster SPUBLISH: a SUBSCRIBE on one node would never hear.
+            tracing::warn!(
+                "with_subscriber is for one server; a cluster's waiters re-check on timers"
+            );
+            return self;
+        }
         let target = Target::Server(Box::new(client));
         self.subscriber = Some(Subscriber::new(Source::Node(target), self.node.clone()));
         self
@@ -302,7 +317,15 @@ impl RedisStore {
                 "a replica wait of {timeout:?}: it must be at least 1ms and below the {RESPONSE_TIMEOUT:?} reply timeout"
             )));
         }
-        self.replication = (replicas > 0).then_some(Replication { replicas, timeout });
+        let conn = match &self.target {
+            Some(target) => Connection::replaceable(target.clone(), connection_config()),
+            None => self.conn.clone(),
+        };
+        self.replication = (replicas > 0).then_some(Replication {
+            replicas,
+            timeout,
+            conn,
+        });
         Ok(self)
     }
 
@@ -313,7 +336,7 @@ impl RedisStore {
         call: &ScriptInvocation<'_>,
         key: &LockKey,
     ) -> Result<(T, Option<u32>)> {
-        let Some(replication) = self.replication else {
+        let Some(replication) = &self.replication else {
             return Ok((self.run(call, key).await?, None));
         };
         let mut pipe = redis::pipe();
@@ -321,7 +344,7 @@ impl RedisStore {
             .cmd("WAIT")
             .arg(replication.replicas)
             .arg(u64::try_from(replication.timeout.as_millis()).unwrap_or(u64::MAX));
-        let mut conn = self.conn.clone();
+        let mut conn = replication.conn.clone();
         let mut reply = pipe.query_async(&mut conn).await;
         // A pipeline does not load the script by itself.
         if reply
@@ -338,7 +361,7 @@ impl RedisStore {
 
     /// An error when fewer replicas than asked for confirmed a write to `key`.
     fn confirmed(&self, key: &LockKey, acked: Option<u32>) -> Result<()> {
-        match (self.replication, acked) {
+        match (&self.replication, acked) {
             (Some(replication), Some(acked)) if acked < replication.replicas => {
                 Err(Error::TooFewReplicas {
                     node: self.node.to_string(),
@@ -373,7 +396,11 @@ impl RedisStore {
 
     /// Sorts a failed reply into latchkey's errors, naming this node and `key`.
     fn context<T>(&self, reply: RedisResult<T>, key: &str) -> Result<T> {
-        reply.map_err(|e| Error::from_redis(e, &self.node, key))
+        let follows_failover = self.target.as_ref().is_some_and(Target::follows_failover);
+        reply.map_err(|e| match Error::from_redis(e, &self.node, key) {
+            Error::ReadOnly { node } if follows_failover => Error::demoted(&node),
+            error => error,
+        })
     }
 }
 
@@ -416,10 +443,12 @@ impl LockStore for RedisStore {
             reply;
         if taken == 1 {
             if let Err(too_few) = self.confirmed(key, replicas) {
-                // Undone, or (its reply lost) left for the caller's hold to undo.
                 let leaving = request.queue_lease.map(|_| request.ttl);
-                self.release(key, owner, leaving).await?;
-                return Err(too_few);
+                return match self.release(key, owner, leaving).await {
+                    Ok(_) => Err(too_few),
+                    // Still held, maybe: an outcome the caller's hold must undo.
+                    Err(undo) => Err(Error::grant_not_undone(&self.node, &undo)),
+                };
             }
             return Ok(Attempt::Acquired {
                 fence: u64::try_from(value).unwrap_or(0),

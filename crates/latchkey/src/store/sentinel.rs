@@ -25,8 +25,13 @@ pub(super) fn target(master: &str, sentinels: Vec<ConnectionInfo>) -> Result<(Ta
     let node = format!("{master} via Sentinel at {}", first.addr());
     let mut primary = SentinelNodeConnectionInfo::default()
         .set_redis_connection_info(first.redis_settings().clone());
-    if matches!(first.addr(), ConnectionAddr::TcpTls { .. }) {
-        primary = primary.set_tls_mode(TlsMode::Secure);
+    if let ConnectionAddr::TcpTls { insecure, .. } = first.addr() {
+        let mode = if *insecure {
+            TlsMode::Insecure
+        } else {
+            TlsMode::Secure
+        };
+        primary = primary.set_tls_mode(mode);
     }
     let client =
         SentinelClient::build(sentinels, master, Some(primary), SentinelServerType::Master)

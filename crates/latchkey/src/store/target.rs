@@ -1,21 +1,35 @@
-//! Where the connections a store makes go: one server, or whichever server Redis
-//! Sentinel names the primary now.
+//! Where the connections a store makes go: one server, whichever server Redis
+//! Sentinel names the primary now, or a Redis Cluster.
 
 use std::sync::Arc;
 
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
 use redis::sentinel::SentinelClient;
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
 use super::CONNECT_TIMEOUT;
 use crate::error::connection_failed;
 
-/// The server behind a connection of ours; cheap to clone.
+/// The server(s) behind a connection of ours; cheap to clone.
 #[derive(Clone)]
 pub(crate) enum Target {
     /// One address, for good.
     Server(Box<redis::Client>),
     /// The primary of a master name, as the Sentinels say at each (re)connect.
     Sentinel(Arc<tokio::sync::Mutex<SentinelClient>>),
+    /// A cluster, from its seed nodes (the slot map is read at each connect).
+    Cluster(Box<ClusterClient>),
+}
+
+/// A connection made to a [`Target`].
+#[derive(Clone)]
+pub(crate) enum Live {
+    /// To one server (reconnects by itself after a dropped socket).
+    Server(ConnectionManager),
+    /// To a cluster (routes by slot, follows MOVED/ASK, reconnects per node).
+    Cluster(ClusterConnection),
 }
 
 impl std::fmt::Debug for Target {
@@ -23,13 +37,29 @@ impl std::fmt::Debug for Target {
         match self {
             Target::Server(client) => write!(f, "Server({})", client.get_connection_info().addr()),
             Target::Sentinel(_) => f.write_str("Sentinel"),
+            Target::Cluster(_) => f.write_str("Cluster"),
         }
     }
 }
 
 impl Target {
-    /// A client for the server to connect to now (for Sentinel, after asking them:
-    /// at most two connect timeouts).
+    /// A connection to the target now: lazy for one server (and for the primary
+    /// Sentinel names, after asking them); for a cluster, made at once. At most two
+    /// connect timeouts.
+    pub(crate) async fn connect(&self, config: &ConnectionManagerConfig) -> RedisResult<Live> {
+        if let Target::Cluster(client) = self {
+            let connecting = client.get_async_connection();
+            return match tokio::time::timeout(CONNECT_TIMEOUT * 2, connecting).await {
+                Ok(connected) => connected.map(Live::Cluster),
+                Err(_) => Err(unreachable("no cluster node answered in time")),
+            };
+        }
+        let client = self.client().await?;
+        ConnectionManager::new_lazy_with_config(client, config.clone()).map(Live::Server)
+    }
+
+    /// A client for the one server to connect to now (for Sentinel, after asking
+    /// them: at most two connect timeouts).
     pub(crate) async fn client(&self) -> RedisResult<redis::Client> {
         match self {
             Target::Server(client) => Ok((**client).clone()),
@@ -48,14 +78,25 @@ impl Target {
                     Err(_) => Err(unreachable("no Sentinel named the primary in time")),
                 }
             }
+            Target::Cluster(_) => Err(RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "a cluster is not one server",
+            ))),
         }
     }
 
+    /// Whether the primary can move under this target (a failover behind Sentinel):
+    /// a replica's `READONLY` then means "ask again", not "misconfigured".
+    pub(crate) fn follows_failover(&self) -> bool {
+        matches!(self, Target::Sentinel(_))
+    }
+
     /// Whether `error` says the connection should be made afresh: a reply that timed
-    /// out (the path may have stalled); behind Sentinel, also a lost connection or a
-    /// server that is a replica now (a failover moved the primary elsewhere).
+    /// out (the path may have stalled; on a cluster, redis-rs would keep the stalled
+    /// node's socket and its old slot map); behind Sentinel, also a lost connection
+    /// or a server that is a replica now (a failover moved the primary elsewhere).
     pub(crate) fn must_reconnect(&self, error: &RedisError) -> bool {
-        let moved = matches!(self, Target::Sentinel(_))
+        let moved = self.follows_failover()
             && (connection_failed(error)
                 || error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly));
         error.is_timeout() || moved

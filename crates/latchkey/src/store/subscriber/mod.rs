@@ -123,8 +123,10 @@ impl Subscriber {
         let (ack, confirmed) = oneshot::channel();
         let subscribe = Command::Subscribe(channel.to_owned(), ack);
         let _ = self.shared.commands.send(subscribe);
+        // The subscriber task marks the channel confirmed before it acknowledges (never
+        // this waiter afterwards: the connection may have been lost in between).
         match tokio::time::timeout(RESPONSE_TIMEOUT, confirmed).await {
-            Ok(Ok(())) => self.shared.set_confirmed(channel),
+            Ok(Ok(())) => {}
             // The subscriber connection is down or stalled. The watch still works once
             // it is back (it resubscribes and wakes everyone); until then the waiter
             // sees `is_live() == false` and re-checks on its timer.
@@ -218,6 +220,15 @@ impl Shared {
         entry.confirmed = false;
         entry.waiters.values().for_each(|w| w.wake(None));
         true
+    }
+
+    /// Channels someone watches whose subscription is not confirmed.
+    fn unconfirmed(&self) -> Vec<String> {
+        self.lock_channels()
+            .iter()
+            .filter(|(_, c)| !c.confirmed)
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// Marks every channel unconfirmed (the connection is new or gone) and lists them.

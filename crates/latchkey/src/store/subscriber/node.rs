@@ -104,6 +104,10 @@ async fn serve(
                 let Some(command) = command else { return false };
                 let sent = match command {
                     Command::Subscribe(channel, ack) => within(RESPONSE_TIMEOUT, sink.subscribe(&channel)).await.map(|()| {
+                        // Confirmed here, in order with the connection's losses.
+                        if let Some(strong) = shared.upgrade() {
+                            strong.set_confirmed(&channel);
+                        }
                         let _ = ack.send(());
                     }),
                     Command::Unsubscribe(channel) => within(RESPONSE_TIMEOUT, sink.unsubscribe(&channel)).await,

@@ -3,42 +3,60 @@
 //! lock (a classic `PUBLISH` is broadcast to every node of the cluster).
 //!
 //! redis-rs's cluster connection sends each `SSUBSCRIBE` to the node that owns the
-//! channel's slot and delivers messages as RESP3 pushes. It says when a node's
-//! connection dropped; a node that gives up a slot (failover, resharding) says
-//! `sunsubscribe`. Either way the waiters concerned re-check the lock and the
-//! channel is subscribed again, wherever its slot lives now.
+//! channel's slot and delivers messages, and the confirmations of subscriptions, as
+//! RESP3 pushes; it resubscribes by itself after a node's connection drops or a slot
+//! moves. So a channel counts as confirmed only when its confirmation push arrives,
+//! in order with the pushes that say a connection dropped (which unconfirm every
+//! channel and wake every waiter to re-check). Subscribing never blocks the task:
+//! messages keep flowing while a subscription is on its way, and the heartbeat
+//! sends again what was not confirmed. A node that gives up a slot says
+//! `sunsubscribe`: its waiters re-check and the channel is subscribed again,
+//! wherever its slot lives now. A heartbeat that fails three times in a row (a
+//! stalled node, a slot map gone stale) makes the task build a new connection.
 
-use std::sync::Weak;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::{Command, HEARTBEAT, RECONNECT_PAUSE, RECONNECT_PAUSE_CAP, Shared, refused, within};
 use crate::error::{Error, connection_failed};
 use crate::store::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 
+/// Heartbeats that may fail in a row before the connection is built anew.
+const HEARTBEAT_FAILURES: u32 = 3;
+
+/// Waiters waiting for a channel's subscription to be confirmed.
+type Pending = HashMap<String, Vec<oneshot::Sender<()>>>;
+
 /// The subscriber task of a cluster store: runs until every clone of the store is
 /// gone. `client` was built with RESP3 and `pushes` as its push sender.
 pub(super) async fn run(
     client: ClusterClient,
-    pushes: mpsc::UnboundedReceiver<PushInfo>,
+    mut pushes: mpsc::UnboundedReceiver<PushInfo>,
     shared: Weak<Shared>,
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
-    let mut pushes = pushes;
+    let mut pending = Pending::new();
     loop {
-        let Some(mut conn) = connect(&client, &shared).await else {
+        let Some(conn) = connect(&client, &shared).await else {
             return;
         };
-        if !serve(&shared, &mut conn, &mut pushes, &mut commands).await {
+        let mut task = Task {
+            shared: &shared,
+            conn,
+            pending: &mut pending,
+        };
+        if !task.serve(&mut pushes, &mut commands).await {
             return;
         }
         let Some(strong) = shared.upgrade() else {
             return;
         };
-        tracing::warn!(node = %strong.node, "cluster subscriber connection lost; reconnecting");
+        tracing::warn!(node = %strong.node, "cluster subscriber connection stalled; building a new one");
         strong.unconfirm_all();
         strong.wake_all();
         drop(strong);
@@ -46,15 +64,16 @@ pub(super) async fn run(
     }
 }
 
-/// Connects to the cluster and subscribes every channel still watched.
+/// Connects to the cluster (reading its slot map) and subscribes every channel
+/// still watched.
 async fn connect(client: &ClusterClient, shared: &Weak<Shared>) -> Option<ClusterConnection> {
     let mut pause = RECONNECT_PAUSE;
     loop {
         let strong = shared.upgrade()?;
-        match within(CONNECT_TIMEOUT, client.get_async_connection()).await {
-            Ok(mut conn) => {
+        match within(CONNECT_TIMEOUT * 2, client.get_async_connection()).await {
+            Ok(conn) => {
                 for channel in strong.unconfirm_all() {
-                    subscribe(&strong, &mut conn, &channel).await;
+                    subscribe(shared, &conn, channel);
                 }
                 // Anything published while we were away is lost: let everyone re-check.
                 strong.wake_all();
@@ -71,87 +90,129 @@ async fn connect(client: &ClusterClient, shared: &Weak<Shared>) -> Option<Cluste
     }
 }
 
-/// `SSUBSCRIBE channel`; true once the owning node confirmed it.
-async fn subscribe(shared: &Shared, conn: &mut ClusterConnection, channel: &str) -> bool {
-    match within(RESPONSE_TIMEOUT, conn.ssubscribe(channel)).await {
-        Ok(()) => {
-            shared.set_confirmed(channel);
-            true
-        }
-        Err(error) => {
-            if !connection_failed(&error) {
-                refused(shared, &error);
+/// Sends `SSUBSCRIBE channel` without waiting for it: the confirmation comes back as
+/// a push.
+fn subscribe(shared: &Weak<Shared>, conn: &ClusterConnection, channel: String) {
+    let (shared, mut conn) = (shared.clone(), conn.clone());
+    tokio::spawn(async move {
+        let Err(error) = within(RESPONSE_TIMEOUT, conn.ssubscribe(&channel)).await else {
+            return;
+        };
+        // A lost or slow connection: the heartbeat sends it again. A refusal: say why.
+        if !connection_failed(&error) {
+            if let Some(shared) = shared.upgrade() {
+                refused(&shared, &error);
             }
-            false
         }
-    }
+    });
 }
 
-/// Routes pushes and (un)subscribes until the connection stalls (`true`) or the
-/// store is gone (`false`).
-async fn serve(
-    shared: &Weak<Shared>,
-    conn: &mut ClusterConnection,
-    pushes: &mut mpsc::UnboundedReceiver<PushInfo>,
-    commands: &mut mpsc::UnboundedReceiver<Command>,
-) -> bool {
-    let mut heartbeat = tokio::time::interval(HEARTBEAT);
-    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = heartbeat.tick() => {
-                let ping = redis::cmd("PING");
-                if let Err(error) = within(RESPONSE_TIMEOUT, ping.query_async::<Value>(conn)).await {
-                    if connection_failed(&error) {
+/// One connection's life: routes pushes and commands until it stalls (`true`) or
+/// the store is gone (`false`).
+struct Task<'a> {
+    shared: &'a Weak<Shared>,
+    conn: ClusterConnection,
+    pending: &'a mut Pending,
+}
+
+impl Task<'_> {
+    async fn serve(
+        &mut self,
+        pushes: &mut mpsc::UnboundedReceiver<PushInfo>,
+        commands: &mut mpsc::UnboundedReceiver<Command>,
+    ) -> bool {
+        let mut heartbeat = tokio::time::interval(HEARTBEAT);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failures = 0;
+        loop {
+            tokio::select! {
+                _ = heartbeat.tick() => {
+                    let ping = redis::cmd("PING");
+                    match within(RESPONSE_TIMEOUT, ping.query_async::<Value>(&mut self.conn)).await {
+                        Err(error) if connection_failed(&error) => failures += 1,
+                        _ => failures = 0,
+                    }
+                    if failures >= HEARTBEAT_FAILURES {
                         return true;
                     }
+                    let Some(strong) = self.shared.upgrade() else { return false };
+                    self.retry_unconfirmed(&strong);
                 }
-            }
-            push = pushes.recv() => {
-                let Some(push) = push else { return true };
-                let Some(strong) = shared.upgrade() else { return false };
-                on_push(&strong, conn, push).await;
-            }
-            command = commands.recv() => {
-                let Some(command) = command else { return false };
-                let Some(strong) = shared.upgrade() else { return false };
-                match command {
-                    Command::Subscribe(channel, ack) => {
-                        if subscribe(&strong, conn, &channel).await {
-                            let _ = ack.send(());
-                        }
-                    }
-                    Command::Unsubscribe(channel) => {
-                        let _ = within(RESPONSE_TIMEOUT, conn.sunsubscribe(&channel)).await;
-                    }
+                push = pushes.recv() => {
+                    // The push sender lives as long as the client: never closed here.
+                    let Some(push) = push else { return true };
+                    let Some(strong) = self.shared.upgrade() else { return false };
+                    self.on_push(&strong, push);
+                }
+                command = commands.recv() => {
+                    let Some(command) = command else { return false };
+                    let Some(strong) = self.shared.upgrade() else { return false };
+                    self.on_command(&strong, command);
                 }
             }
         }
     }
-}
 
-async fn on_push(shared: &Shared, conn: &mut ClusterConnection, push: PushInfo) {
-    let text = |n: usize| match push.data.get(n) {
-        Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
-        Some(Value::SimpleString(s)) => s.clone(),
-        _ => String::new(),
-    };
-    match push.kind {
-        PushKind::SMessage => shared.wake(&text(0), &text(1)),
-        // A node's connection dropped: its channels' messages may be lost.
-        PushKind::Disconnection => {
-            for channel in shared.unconfirm_all() {
-                subscribe(shared, conn, &channel).await;
-            }
-            shared.wake_all();
+    /// Sends again the subscriptions not confirmed yet, and forgets waiters that
+    /// stopped waiting for a confirmation.
+    fn retry_unconfirmed(&mut self, shared: &Arc<Shared>) {
+        for channel in shared.unconfirmed() {
+            subscribe(self.shared, &self.conn, channel);
         }
-        // The node gave the slot up (failover, resharding): follow it, if watched.
-        PushKind::SUnsubscribe => {
-            let channel = text(0);
-            if shared.unconfirm(&channel) {
-                subscribe(shared, conn, &channel).await;
+        self.pending.retain(|_, acks| {
+            acks.retain(|ack| !ack.is_closed());
+            !acks.is_empty()
+        });
+    }
+
+    fn on_command(&mut self, shared: &Arc<Shared>, command: Command) {
+        match command {
+            Command::Subscribe(channel, ack) => {
+                if shared.is_confirmed(&channel) {
+                    let _ = ack.send(());
+                    return;
+                }
+                self.pending.entry(channel.clone()).or_default().push(ack);
+                subscribe(self.shared, &self.conn, channel);
+            }
+            Command::Unsubscribe(channel) => {
+                let mut conn = self.conn.clone();
+                tokio::spawn(async move {
+                    let _ = within(RESPONSE_TIMEOUT, conn.sunsubscribe(&channel)).await;
+                });
             }
         }
-        _ => {}
+    }
+
+    fn on_push(&mut self, shared: &Arc<Shared>, push: PushInfo) {
+        let text = |n: usize| match push.data.get(n) {
+            Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+            Some(Value::SimpleString(s)) => s.clone(),
+            _ => String::new(),
+        };
+        match push.kind {
+            PushKind::SMessage => shared.wake(&text(0), &text(1)),
+            PushKind::SSubscribe => {
+                let channel = text(0);
+                shared.set_confirmed(&channel);
+                for ack in self.pending.remove(&channel).unwrap_or_default() {
+                    let _ = ack.send(());
+                }
+            }
+            // A node's connection dropped: messages may have been lost. redis-rs
+            // subscribes again; the confirmations (or the heartbeat) follow.
+            PushKind::Disconnection => {
+                shared.unconfirm_all();
+                shared.wake_all();
+            }
+            // The node gave the slot up (failover, resharding): follow it, if watched.
+            PushKind::SUnsubscribe => {
+                let channel = text(0);
+                if shared.unconfirm(&channel) {
+                    subscribe(self.shared, &self.conn, channel);
+                }
+            }
+            _ => {}
+        }
     }
 }
