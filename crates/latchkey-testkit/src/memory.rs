@@ -268,17 +268,42 @@ impl WindowCounter for MemoryStore {
     }
 }
 
-/// Redis glob matching, for the `*`, `?` and `\` escapes that `Client::list` uses.
+/// Redis glob matching, for the `*`, `?` and `\\` escapes that `Client::list` uses:
+/// the classic two-pointer walk (back to the last `*` on a mismatch), linear in
+/// practice whatever the pattern.
 fn glob_matches(pattern: &[u8], text: &[u8]) -> bool {
-    match pattern.split_first() {
-        None => text.is_empty(),
-        Some((b'*', rest)) => (0..=text.len()).any(|skip| glob_matches(rest, &text[skip..])),
-        Some((b'?', rest)) => !text.is_empty() && glob_matches(rest, &text[1..]),
-        Some((b'\\', [escaped, rest @ ..])) => {
-            text.first() == Some(escaped) && glob_matches(rest, &text[1..])
+    let (mut p, mut t) = (0, 0);
+    // Where the last `*` was, and the text position it was tried from.
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p, t));
+                p += 1;
+                continue;
+            }
+            Some(b'?') => {
+                (p, t) = (p + 1, t + 1);
+                continue;
+            }
+            Some(b'\\') if pattern.get(p + 1) == Some(&text[t]) => {
+                (p, t) = (p + 2, t + 1);
+                continue;
+            }
+            Some(&literal) if literal != b'\\' && literal == text[t] => {
+                (p, t) = (p + 1, t + 1);
+                continue;
+            }
+            _ => {}
         }
-        Some((literal, rest)) => text.first() == Some(literal) && glob_matches(rest, &text[1..]),
+        // A mismatch: let the last `*` take one more character, if there is one.
+        let Some((star_p, star_t)) = star else {
+            return false;
+        };
+        star = Some((star_p, star_t + 1));
+        (p, t) = (star_p + 1, star_t + 1);
     }
+    pattern[p..].iter().all(|&c| c == b'*')
 }
 
 #[cfg(test)]
@@ -292,5 +317,10 @@ mod tests {
         assert!(!glob_matches(b"app:?", b"app:xy"));
         assert!(glob_matches(br"a\*:*", b"a*:z"));
         assert!(!glob_matches(br"a\*:*", b"ab:z"));
+        assert!(glob_matches(b"*", b""));
+        assert!(!glob_matches(b"a*b", b"a"));
+        // Many stars against a long text that fails at the end: no blow-up.
+        let long = vec![b'a'; 4096];
+        assert!(!glob_matches(b"*a*a*a*a*a*a*a*a*b", &long));
     }
 }

@@ -232,8 +232,9 @@ impl<S: Pass + WakeUps> Mutex<S> {
     ///
     /// # Errors
     ///
-    /// Never [`Error::Busy`] or [`Error::Unreachable`]: those are waited or retried
-    /// out. It returns [`Error::AuthFailed`], [`Error::AclDenied`],
+    /// Never [`Error::Busy`], [`Error::Unreachable`] or [`Error::TooFewReplicas`]:
+    /// those are waited or retried out (so with replicas that never confirm, it
+    /// waits until they do: use [`lock_timeout`](Self::lock_timeout) to bound it). It returns [`Error::AuthFailed`], [`Error::AclDenied`],
     /// [`Error::WrongType`], [`Error::ReadOnly`], [`Error::NotRedis`], [`Error::Tls`]
     /// or an [`Error::Redis`] that is not transient, at the first attempt that meets
     /// one, and [`Error::Entropy`] if no owner token could be drawn.

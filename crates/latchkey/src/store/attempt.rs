@@ -142,6 +142,24 @@ impl Attempt {
         }
     }
 
+    /// An acquired answer that `replicas` replicas confirmed (see
+    /// [`Acquired::replicas`](Self::Acquired)); a busy one is returned unchanged.
+    ///
+    /// ```
+    /// let won = latchkey::store::Attempt::acquired(7, 0).confirmed_by(1);
+    /// assert!(matches!(won, latchkey::store::Attempt::Acquired { replicas: Some(1), .. }));
+    /// ```
+    pub fn confirmed_by(self, replicas: u32) -> Self {
+        match self {
+            Attempt::Acquired { fence, queued, .. } => Attempt::Acquired {
+                fence,
+                queued,
+                replicas: Some(replicas),
+            },
+            busy => busy,
+        }
+    }
+
     /// A busy answer to a queued attempt, with its fence floor and the end of the
     /// waiter lease it set (see the fields of [`Busy`](Self::Busy)); an acquired one
     /// is returned unchanged.

@@ -56,9 +56,10 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// # Errors
     ///
     /// [`Error::WrongType`](crate::Error::WrongType) if a key of the lock holds
-    /// another type, [`Error::ReadOnly`](crate::Error::ReadOnly) on a replica, and the
-    /// errors every reply can carry. A busy lock is not an error:
-    /// [`Attempt::Busy`].
+    /// another type, [`Error::ReadOnly`](crate::Error::ReadOnly) on a replica,
+    /// [`Error::TooFewReplicas`](crate::Error::TooFewReplicas) from a store that
+    /// waits for replicas (the grant was undone), and the errors every reply can
+    /// carry. A busy lock is not an error: [`Attempt::Busy`].
     ///
     /// # Cancel safety
     ///
@@ -118,8 +119,10 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// # Errors
     ///
     /// [`Error::WrongType`](crate::Error::WrongType),
-    /// [`Error::ReadOnly`](crate::Error::ReadOnly), and the errors every reply can
-    /// carry.
+    /// [`Error::ReadOnly`](crate::Error::ReadOnly),
+    /// [`Error::TooFewReplicas`](crate::Error::TooFewReplicas) from a store that
+    /// waits for replicas (the lease was reset on the primary only), and the errors
+    /// every reply can carry.
     ///
     /// # Cancel safety
     ///
@@ -202,6 +205,16 @@ pub trait Pass: LockStore {
     ///
     /// Dropping the future may or may not have passed the lock: it is then held by
     /// `owner` or by `next`, and one of them must release it.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{Pass, RedisStore};
+    /// # async fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken, next: latchkey::OwnerToken) -> latchkey::Result<()> {
+    /// match store.pass(&key, &me, &next, latchkey::Ttl::DEFAULT, false).await? {
+    ///     Some(fence) => println!("passed on, fence {fence}"),
+    ///     None => println!("not passed: others wait, or it was not ours"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     fn pass(
         &self,
         key: &LockKey,
@@ -232,7 +245,9 @@ pub trait Pass: LockStore {
 /// ```
 pub trait WakeUps: LockStore {
     /// Starts listening for the wake-up a release sends `owner` on `key`. Returns
-    /// once the subscription is confirmed, so no wake-up sent after it is missed.
+    /// once the subscription is confirmed, so no wake-up sent after it is missed
+    /// while the subscriber connection lasts; when it is lost, the watch wakes its
+    /// waiter to re-check and is not live until subscribed again.
     ///
     /// The Redis stores wait at most the 1 s reply timeout for the confirmation. If
     /// it does not come (the subscriber connection is down or stalled) the watch is
@@ -247,6 +262,16 @@ pub trait WakeUps: LockStore {
     /// # Cancel safety
     ///
     /// Dropping the future unregisters the waiter; nothing stays behind.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{RedisStore, WakeUps};
+    /// # async fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+    /// let watch = store.watch(&key, &me).await?;
+    /// if !watch.is_live() {
+    ///     println!("no wake-ups for now: re-check on a timer");
+    /// }
+    /// # Ok(()) }
+    /// ```
     fn watch(
         &self,
         key: &LockKey,
@@ -259,6 +284,15 @@ pub trait WakeUps: LockStore {
     /// Like [`watch`](Self::watch), but only if that costs no round trip because
     /// this process already listens on `key` for other waiters. The default returns
     /// `None`: the caller then calls `watch`.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{RedisStore, WakeUps};
+    /// # fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken) {
+    /// if store.join_watch(&key, &me).is_none() {
+    ///     println!("nobody here listens on this lock yet");
+    /// }
+    /// # }
+    /// ```
     fn join_watch(&self, key: &LockKey, owner: &OwnerToken) -> Option<Watch> {
         let _ = (key, owner);
         None
@@ -287,6 +321,14 @@ pub trait Inspect: LockStore {
     /// # Cancel safety
     ///
     /// It only reads: dropping the future has no effect.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{Inspect, RedisStore};
+    /// # async fn demo(store: RedisStore, key: latchkey::LockKey) -> latchkey::Result<()> {
+    /// let status = store.inspect(&key).await?;
+    /// println!("held: {}, fence {:?}", status.is_held(), status.fence);
+    /// # Ok(()) }
+    /// ```
     fn inspect(&self, key: &LockKey) -> impl Future<Output = Result<LockStatus>> + Send;
 
     /// The keys matching `pattern` (Redis glob syntax) that can be locks: strings,

@@ -139,8 +139,9 @@ impl RedisStore {
     /// # Errors
     ///
     /// As [`open`](Self::open); [`Error::InvalidArgument`] without Sentinel URLs or
-    /// with an empty master name, and [`Error::Redis`] when no Sentinel knows
-    /// `master`.
+    /// with an empty master name; [`Error::Unreachable`] when no Sentinel answers or
+    /// none names a reachable primary for `master` (a name they do not know reads
+    /// the same as a primary that is down, since a failover may be under way).
     ///
     /// # Cancel safety
     ///
@@ -284,13 +285,21 @@ impl RedisStore {
         self
     }
 
-    /// The same store (sharing its connections), on which every grant and renewal
-    /// of a lock waits until `replicas` replicas have it (`WAIT`, in the same round
-    /// trip as the script), at most `timeout`. A grant fewer replicas confirm is
-    /// released again and reported as
-    /// [`Error::TooFewReplicas`] (which waits retry); so a failover to a replica
-    /// that had confirmed cannot forget a fresh lock. A guard says how many
-    /// confirmed ([`MutexGuard::replicas`](crate::MutexGuard::replicas)).
+    /// The same store (sharing its subscriber), on which every grant and renewal of
+    /// a lock waits until `replicas` replicas have it (`WAIT`, in the same round trip
+    /// as the script), at most `timeout`. A grant fewer replicas confirm is released
+    /// again and reported as [`Error::TooFewReplicas`] (which waits retry: a
+    /// [`Mutex::lock`](crate::Mutex::lock) keeps trying until enough replicas are
+    /// back); if that release fails too, the error is
+    /// [`Error::Unreachable`] and the lock's guard-to-be releases it later, as after
+    /// a lost reply. So a failover to a replica that confirmed cannot forget a fresh
+    /// lock. A guard says how many confirmed
+    /// ([`MutexGuard::replicas`](crate::MutexGuard::replicas)).
+    ///
+    /// The grants and renewals that wait go over a connection of their own, one
+    /// after another (WAIT holds up what is behind it on a connection): releases
+    /// and other commands do not queue behind a slow replica, but many locks taken
+    /// at once while replicas lag wait in turn.
     ///
     /// Handovers then stop at the wake-up: the waiter claims the lock itself, so its
     /// grant is confirmed too (one more round trip per handover), and tasks of one
@@ -450,10 +459,10 @@ impl LockStore for RedisStore {
                     Err(undo) => Err(Error::grant_not_undone(&self.node, &undo)),
                 };
             }
-            return Ok(Attempt::Acquired {
-                fence: u64::try_from(value).unwrap_or(0),
-                queued: fourth,
-                replicas,
+            let won = Attempt::acquired(u64::try_from(value).unwrap_or(0), fourth);
+            return Ok(match replicas {
+                Some(confirmed) => won.confirmed_by(confirmed),
+                None => won,
             });
         }
         let pttl = u64::try_from(value).ok().map(Duration::from_millis);
