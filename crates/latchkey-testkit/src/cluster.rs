@@ -5,6 +5,9 @@ use std::process::{Command, Stdio};
 
 use crate::{RedisServer, ServerBuilder, not_installed, wait_for};
 
+/// Primaries in a cluster.
+const PRIMARIES: usize = 3;
+
 /// Three primaries with one replica each, made with `redis-cli --cluster create`;
 /// every node is killed on drop.
 ///
@@ -27,7 +30,17 @@ impl RedisCluster {
 
     /// As [`start`](Self::start), every node made from `node` (an ACL user, say).
     pub fn start_with(node: ServerBuilder) -> io::Result<Self> {
-        let nodes = (0..6)
+        Self::start_sized(node, 1)
+    }
+
+    /// Three primaries without replicas (a benchmark's cluster: nothing else runs).
+    pub fn start_primaries_only() -> io::Result<Self> {
+        Self::start_sized(RedisServer::builder(), 0)
+    }
+
+    /// Three primaries with `replicas` replicas each, made from `node`.
+    fn start_sized(node: ServerBuilder, replicas: usize) -> io::Result<Self> {
+        let nodes = (0..PRIMARIES * (1 + replicas))
             .map(|_| node.clone().cluster_node().start())
             .collect::<io::Result<Vec<_>>>()?;
         let addresses: Vec<String> = nodes
@@ -37,7 +50,7 @@ impl RedisCluster {
         let output = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addresses)
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
             .map_err(|e| not_installed("redis-tools", &e))?;
@@ -49,10 +62,14 @@ impl RedisCluster {
         }
         let cluster = RedisCluster { nodes };
         cluster.wait_healthy()?;
-        wait_for("a replica serving every slot range", || {
-            let ranges = cluster.slot_ranges()?;
-            Ok(ranges.len() == 3 && ranges.iter().all(|(_, _, ports)| ports.len() == 2))
-        })?;
+        wait_for(
+            "every slot range served by a primary and its replicas",
+            || {
+                let ranges = cluster.slot_ranges()?;
+                let complete = |ports: &Vec<u16>| ports.len() == 1 + replicas;
+                Ok(ranges.len() == PRIMARIES && ranges.iter().all(|(_, _, ports)| complete(ports)))
+            },
+        )?;
         Ok(cluster)
     }
 

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use common::turns::{
     Holds, Turns, assert_exclusive_and_fenced, assert_release_wakes, started_after, take_turns,
 };
-use latchkey::Client;
-use latchkey_testkit::RedisCluster;
+use latchkey::{Client, Lease};
+use latchkey_testkit::{RedisCluster, RedisServer, worker};
+use redis::AsyncCommands;
 
 async fn client(cluster: &RedisCluster) -> Client {
     Client::open_cluster(&cluster.seeds()).await.unwrap()
@@ -228,4 +229,103 @@ async fn a_callers_cluster_connection_lists_every_primary() {
         guards.push(client.mutex(name).unwrap().try_lock().await.unwrap());
     }
     assert_eq!(client.list("*").await.unwrap().len(), 3);
+}
+
+const PROCESSES: usize = 4;
+const TASKS: usize = 4;
+const ROUNDS: usize = 50;
+const COUNTER: &str = "test:counter";
+
+/// Each task increments a counter (on a server of its own) with a non-atomic GET
+/// then SET inside the cluster lock, and the worker prints how many it made.
+#[test]
+#[ignore = "worker process, spawned by increments_from_many_processes_are_exact_through_a_failover"]
+fn cluster_increment_worker() {
+    worker::serve("cluster_increment_worker", |counter_url| async move {
+        let seeds: Vec<String> = worker::env("SEEDS").split(',').map(str::to_owned).collect();
+        let client = Client::open_cluster(&seeds).await.unwrap();
+        let mut tasks = Vec::new();
+        for _ in 0..TASKS {
+            let mutex = client
+                .mutex("counter-lock")
+                .unwrap()
+                .with_lease(Lease::renewed(Duration::from_secs(2)).unwrap());
+            let mut conn = common::connect(&counter_url).await;
+            tasks.push(tokio::spawn(async move {
+                let mut made = 0;
+                for _ in 0..ROUNDS {
+                    // A failover in progress: try the round again.
+                    let Ok(guard) = mutex.lock_timeout(Duration::from_secs(30)).await else {
+                        continue;
+                    };
+                    let value: Option<i64> = conn.get(COUNTER).await.unwrap();
+                    // Widen the race window: without the lock, others read the same value.
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    let _: () = conn.set(COUNTER, value.unwrap_or(0) + 1).await.unwrap();
+                    made += 1;
+                    let _ = guard.release().await;
+                }
+                made
+            }));
+        }
+        let mut made = 0;
+        for task in tasks {
+            made += task.await.unwrap();
+        }
+        println!("MADE {made}");
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn increments_from_many_processes_are_exact_through_a_failover() {
+    let cluster = RedisCluster::start().unwrap();
+    let counter = RedisServer::start().unwrap();
+    let seeds = cluster.seeds().join(",");
+    let mut workers: Vec<_> = (0..PROCESSES)
+        .map(|_| {
+            let env = [("REDIS_URL", counter.url()), ("SEEDS", seeds.clone())];
+            worker::spawn("cluster_increment_worker", &env).unwrap()
+        })
+        .collect();
+    // A manual failover of the lock's shard while they work: it loses nothing, so
+    // exclusion must hold throughout.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let replica = cluster.replica_of("counter-lock").unwrap();
+    tokio::task::block_in_place(|| {
+        let mut conn = cluster.nodes()[replica].connection().unwrap();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .query(&mut conn)
+            .unwrap();
+        cluster.wait_promoted(replica).unwrap();
+    });
+    let made: i64 = tokio::task::block_in_place(|| {
+        workers
+            .into_iter()
+            .map(|child| {
+                let output = child.wait_with_output().unwrap();
+                assert!(
+                    output.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+                let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+                let made = stdout.split("MADE ").nth(1).expect("the worker reported");
+                made.split_whitespace()
+                    .next()
+                    .unwrap()
+                    .parse::<i64>()
+                    .unwrap()
+            })
+            .sum()
+    });
+    let total: i64 = redis::Commands::get(&mut counter.connection().unwrap(), COUNTER).unwrap();
+    assert_eq!(
+        total, made,
+        "increments were lost: two processes held the lock at once"
+    );
+    assert!(
+        made > (PROCESSES * TASKS * ROUNDS / 2) as i64,
+        "only {made} rounds succeeded"
+    );
 }
