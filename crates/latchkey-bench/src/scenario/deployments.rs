@@ -17,7 +17,7 @@ use latchkey_testkit::{RedisCluster, RedisServer};
 
 use crate::BenchError;
 use crate::figures::Figures;
-use crate::stats::Percentiles;
+use crate::stats::{Percentiles, process_cpu};
 
 const SCENARIO: &str = "deployments";
 /// Contended: clients (each its own connections) × tasks each, on one key.
@@ -130,22 +130,29 @@ enum Kind {
     Acquire,
 }
 
-/// Acquisitions and their latencies over some time.
+/// Acquisitions and their latencies over some time, and the CPU the bench process
+/// spent on them (the clients' share of the work).
 #[derive(Default)]
 struct Run {
     elapsed: Duration,
     latencies: Vec<Duration>,
+    client_cpu: Duration,
 }
 
 impl Run {
     fn add(&mut self, other: Run) {
         self.elapsed += other.elapsed;
         self.latencies.extend(other.latencies);
+        self.client_cpu += other.client_cpu;
     }
 
     fn figures(mut self, name: &str) -> Figures {
+        let ops = self.latencies.len().max(1) as f64;
         let rate = self.latencies.len() as f64 / self.elapsed.as_secs_f64().max(1e-9);
-        Figures::timed(SCENARIO, name, rate, Percentiles::of(&mut self.latencies))
+        Figures {
+            client_cpu_us_per_op: Some(self.client_cpu.as_secs_f64() * 1e6 / ops),
+            ..Figures::timed(SCENARIO, name, rate, Percentiles::of(&mut self.latencies))
+        }
     }
 }
 
@@ -157,6 +164,7 @@ async fn measure(kind: Kind, clients: &[Client], duration: Duration) -> Result<R
         Kind::Acquire => ("bench:deploy:acquire", 1),
     };
     let started = Instant::now();
+    let cpu_before = process_cpu();
     let stop = started + duration;
     let mut tasks = Vec::new();
     for client in clients {
@@ -186,6 +194,7 @@ async fn measure(kind: Kind, clients: &[Client], duration: Duration) -> Result<R
         run.latencies.extend(latencies);
     }
     run.elapsed = started.elapsed();
+    run.client_cpu = process_cpu().saturating_sub(cpu_before);
     Ok(run)
 }
 
