@@ -289,7 +289,7 @@ async fn increments_from_many_processes_are_exact_through_a_failover() {
         .collect();
     // A manual failover of the lock's shard while they work: it loses nothing, so
     // exclusion must hold throughout.
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let replica = cluster.replica_of("counter-lock").unwrap();
     tokio::task::block_in_place(|| {
         let mut conn = cluster.nodes()[replica].connection().unwrap();
@@ -299,6 +299,11 @@ async fn increments_from_many_processes_are_exact_through_a_failover() {
             .unwrap();
         cluster.wait_promoted(replica).unwrap();
     });
+    let mut working = 0;
+    for worker in &mut workers {
+        working += usize::from(worker.try_wait().unwrap().is_none());
+    }
+    assert!(working > 0, "the workers were done before the failover");
     let made: i64 = tokio::task::block_in_place(|| {
         workers
             .into_iter()
