@@ -19,6 +19,8 @@ const PRIMARIES: usize = 3;
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
+    /// Replicas per primary.
+    replicas: usize,
 }
 
 impl RedisCluster {
@@ -60,16 +62,9 @@ impl RedisCluster {
                 String::from_utf8_lossy(&output.stdout)
             )));
         }
-        let cluster = RedisCluster { nodes };
+        let cluster = RedisCluster { nodes, replicas };
         cluster.wait_healthy()?;
-        wait_for(
-            "every slot range served by a primary and its replicas",
-            || {
-                let ranges = cluster.slot_ranges()?;
-                let complete = |ports: &Vec<u16>| ports.len() == 1 + replicas;
-                Ok(ranges.len() == PRIMARIES && ranges.iter().all(|(_, _, ports)| complete(ports)))
-            },
-        )?;
+        cluster.wait_replicated()?;
         Ok(cluster)
     }
 
@@ -151,6 +146,19 @@ impl RedisCluster {
             .running_node()?
             .admin(redis::cmd("CLUSTER").arg("SLOTS"))?;
         ranges.into_iter().map(slot_range).collect()
+    }
+
+    /// Waits until every slot range is served by a primary and all its replicas
+    /// (after a start, or once a failed primary rejoined as a replica).
+    pub fn wait_replicated(&self) -> io::Result<()> {
+        wait_for(
+            "every slot range served by a primary and its replicas",
+            || {
+                let ranges = self.slot_ranges()?;
+                let complete = |ports: &Vec<u16>| ports.len() == 1 + self.replicas;
+                Ok(ranges.len() == PRIMARIES && ranges.iter().all(|(_, _, ports)| complete(ports)))
+            },
+        )
     }
 
     /// Waits until node `replica` has been promoted to primary (after its primary

@@ -10,8 +10,10 @@ use nix::unistd::Pid;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::lock_cluster::ClusterServers;
 use crate::lock_servers::LockServers;
 use crate::record::now_us;
+use crate::servers::Servers;
 use crate::workers::Workers;
 
 /// A kind of fault.
@@ -50,6 +52,15 @@ pub enum Fault {
     Latency,
     /// Every connection closed with a TCP RST.
     ResetConnections,
+    /// (`--cluster`) `CLUSTER FAILOVER` on the replica of a lock's shard: the
+    /// replica catches up first, so nothing is lost.
+    ClusterFailover,
+    /// (`--cluster`) SIGKILL the primary of a lock's shard; its replica takes over,
+    /// maybe without the last writes; the old one rejoins empty as a replica.
+    KillPrimary,
+    /// (`--cluster`) SIGSTOP the primary of a lock's shard until its replica took
+    /// over (its connections stall: no reset), then SIGCONT: it rejoins as a replica.
+    PausePrimary,
 }
 
 impl Fault {
@@ -70,8 +81,24 @@ impl Fault {
         Fault::ResetConnections,
     ];
 
-    pub fn pick(rng: &mut impl Rng) -> Fault {
-        Fault::ALL[rng.random_range(0..Fault::ALL.len())]
+    /// The faults of a `--cluster` run (the network faults need the proxy, which a
+    /// cluster run has not: cluster clients must reach every node by its address).
+    pub const CLUSTER: [Fault; 6] = [
+        Fault::KillWorker,
+        Fault::PauseWorker,
+        Fault::ClientKill,
+        Fault::ClusterFailover,
+        Fault::KillPrimary,
+        Fault::PausePrimary,
+    ];
+
+    pub fn pick(rng: &mut impl Rng, cluster: bool) -> Fault {
+        let faults: &[Fault] = if cluster {
+            &Fault::CLUSTER
+        } else {
+            &Fault::ALL
+        };
+        faults[rng.random_range(0..faults.len())]
     }
 
     /// Whether the lock server may forget grants it made: leases believed by their
@@ -85,6 +112,8 @@ impl Fault {
                 | Fault::RestartFromSnapshot
                 | Fault::RestartFromAof
                 | Fault::Failover
+                | Fault::KillPrimary
+                | Fault::PausePrimary
         )
     }
 
@@ -103,7 +132,11 @@ impl Fault {
     pub fn restores_older_state(self) -> bool {
         matches!(
             self,
-            Fault::RestartFromSnapshot | Fault::RestartFromAof | Fault::Failover
+            Fault::RestartFromSnapshot
+                | Fault::RestartFromAof
+                | Fault::Failover
+                | Fault::KillPrimary
+                | Fault::PausePrimary
         )
     }
 }
@@ -121,25 +154,66 @@ pub struct FaultWindow {
 pub async fn inject(
     fault: Fault,
     ttl: Duration,
-    servers: &mut LockServers,
+    servers: &mut Servers,
     workers: &mut Workers,
     rng: &mut impl Rng,
 ) -> io::Result<FaultWindow> {
-    let long = ttl * 3;
     let from_us = now_us();
     let mut worker = None;
+    match (fault, servers) {
+        (Fault::KillWorker, _) => worker = Some(workers.kill_one(rng).await),
+        (Fault::PauseWorker, _) => worker = Some(pause_worker(ttl, workers, rng).await),
+        (_, Servers::Single(servers)) => on_one_node(fault, ttl, servers, rng).await?,
+        (_, Servers::Cluster(cluster)) => on_cluster(fault, cluster, rng).await?,
+    }
+    Ok(FaultWindow {
+        fault,
+        from_us,
+        to_us: now_us(),
+        worker,
+    })
+}
+
+/// SIGSTOPs a worker for three leases; returns its slot.
+async fn pause_worker(ttl: Duration, workers: &mut Workers, rng: &mut impl Rng) -> usize {
+    let (slot, pid) = workers.pick(rng);
+    if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
+        let pid = Pid::from_raw(pid);
+        let _ = kill(pid, Signal::SIGSTOP);
+        tokio::time::sleep(ttl * 3).await;
+        let _ = kill(pid, Signal::SIGCONT);
+    }
+    slot
+}
+
+async fn on_cluster(
+    fault: Fault,
+    cluster: &mut ClusterServers,
+    rng: &mut impl Rng,
+) -> io::Result<()> {
     match fault {
-        Fault::KillWorker => worker = Some(workers.kill_one(rng).await),
-        Fault::PauseWorker => {
-            let (slot, pid) = workers.pick(rng);
-            worker = Some(slot);
-            if let Some(pid) = pid.and_then(|pid| i32::try_from(pid).ok()) {
-                let pid = Pid::from_raw(pid);
-                let _ = kill(pid, Signal::SIGSTOP);
-                tokio::time::sleep(long).await;
-                let _ = kill(pid, Signal::SIGCONT);
-            }
+        Fault::ClusterFailover => cluster.fail_over(rng).await,
+        Fault::KillPrimary => cluster.kill_primary(rng).await,
+        Fault::PausePrimary => cluster.pause_primary(rng).await,
+        Fault::ClientKill => {
+            cluster.client_kill();
+            Ok(())
         }
+        other => Err(io::Error::other(format!(
+            "{other:?} is not a cluster fault"
+        ))),
+    }
+}
+
+/// A fault of the primary/replica pair behind the proxy.
+async fn on_one_node(
+    fault: Fault,
+    ttl: Duration,
+    servers: &mut LockServers,
+    rng: &mut impl Rng,
+) -> io::Result<()> {
+    let long = ttl * 3;
+    match fault {
         Fault::PauseRedis => {
             servers.primary().pause()?;
             tokio::time::sleep(long).await;
@@ -182,13 +256,13 @@ pub async fn inject(
             servers.proxy().set_latency(Duration::ZERO, Duration::ZERO);
         }
         Fault::ResetConnections => servers.proxy().reset_all(),
+        other => {
+            return Err(io::Error::other(format!(
+                "{other:?} is not a fault of one node"
+            )));
+        }
     }
-    Ok(FaultWindow {
-        fault,
-        from_us,
-        to_us: now_us(),
-        worker,
-    })
+    Ok(())
 }
 
 /// CLIENT KILL every normal and pub/sub connection of the primary (the workers',

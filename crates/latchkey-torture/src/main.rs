@@ -7,10 +7,12 @@ mod attempt;
 mod checker;
 mod faults;
 mod history;
+mod lock_cluster;
 mod lock_servers;
 mod record;
 mod report;
 mod sampler;
+mod servers;
 mod worker;
 mod workers;
 
@@ -24,9 +26,11 @@ use rand::{Rng, SeedableRng};
 
 use crate::faults::Fault;
 use crate::history::{History, RunFacts};
+use crate::lock_cluster::ClusterServers;
 use crate::lock_servers::LockServers;
 use crate::record::{micros, now_us};
 use crate::sampler::Sampler;
+use crate::servers::Servers;
 use crate::workers::Workers;
 
 #[derive(Debug, Parser)]
@@ -86,6 +90,10 @@ pub struct RunArgs {
     /// Keep the run's logs even when every promise held (they are kept on a violation).
     #[arg(long)]
     keep: bool,
+    /// Lock on a Redis Cluster (three primaries with a replica each) instead of a
+    /// primary/replica pair behind the proxy; faults fail shards over.
+    #[arg(long)]
+    cluster: bool,
 }
 
 /// Options of one worker process.
@@ -137,15 +145,18 @@ fn main() -> ExitCode {
 async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
     let seed = *args.seed.get_or_insert_with(rand::random);
     println!("seed {seed} (repeat with --seed {seed})");
-    let mut servers = tokio::task::block_in_place(LockServers::start)
-        .map_err(|e| format!("starting the lock servers: {e}"))?;
+    let locks: Vec<String> = (0..args.locks).map(|l| format!("torture:{l}")).collect();
+    let mut servers = tokio::task::block_in_place(|| match args.cluster {
+        true => ClusterServers::start(locks.clone()).map(Servers::Cluster),
+        false => LockServers::start().map(|servers| Servers::Single(Box::new(servers))),
+    })
+    .map_err(|e| format!("starting the lock servers: {e}"))?;
     let resource = tokio::task::block_in_place(RedisServer::start)
         .map_err(|e| format!("starting the resource server: {e}"))?;
     let dir = run_dir()?;
     let mut workers = Workers::start(&args, dir.clone(), servers.url(), resource.url())
         .map_err(|e| format!("starting the workers: {e}"))?;
-    let locks: Vec<String> = (0..args.locks).map(|l| format!("torture:{l}")).collect();
-    let sampler = Sampler::start(servers.primary_port(), locks.clone());
+    let sampler = Sampler::start(servers.sampled(), locks.clone());
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut faults = Vec::new();
@@ -153,7 +164,7 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
     let started = Instant::now();
     while started.elapsed() < args.duration {
         tokio::time::sleep(Duration::from_millis(rng.random_range(300..1200))).await;
-        let fault = Fault::pick(&mut rng);
+        let fault = Fault::pick(&mut rng, servers.is_cluster());
         progress.set_message(format!("{fault:?}"));
         let window = faults::inject(fault, args.ttl, &mut servers, &mut workers, &mut rng)
             .await

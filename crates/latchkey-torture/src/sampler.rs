@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -30,6 +31,20 @@ pub struct HoldRun {
     pub first_pttl_ms: i64,
 }
 
+/// Where the locks live.
+pub enum Target {
+    /// The primary on this port (it changes on a failover).
+    Primary(Arc<AtomicU16>),
+    /// A cluster, from its seed URLs (its clients follow failovers).
+    Cluster(Vec<String>),
+}
+
+/// A connection to where the locks live now.
+enum Sampled {
+    Node(u16, MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
 /// The running sampler; [`Sampler::stop`] returns what it saw.
 pub struct Sampler {
     stop: oneshot::Sender<()>,
@@ -37,9 +52,9 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    pub fn start(primary_port: Arc<AtomicU16>, locks: Vec<String>) -> Sampler {
+    pub fn start(target: Target, locks: Vec<String>) -> Sampler {
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(sample(primary_port, locks, stopped));
+        let task = tokio::spawn(sample(target, locks, stopped));
         Sampler { stop, task }
     }
 
@@ -50,12 +65,12 @@ impl Sampler {
 }
 
 async fn sample(
-    primary_port: Arc<AtomicU16>,
+    target: Target,
     locks: Vec<String>,
     mut stopped: oneshot::Receiver<()>,
 ) -> Vec<HoldRun> {
     let mut runs = Runs::new(locks.len());
-    let mut conn: Option<(u16, MultiplexedConnection)> = None;
+    let mut conn: Option<Sampled> = None;
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -63,19 +78,22 @@ async fn sample(
             _ = &mut stopped => break,
             _ = tick.tick() => {}
         }
-        let port = primary_port.load(Ordering::Relaxed);
         // A failover moved the primary: follow it.
-        if conn.as_ref().is_some_and(|(p, _)| *p != port) {
-            conn = None;
+        if let (Target::Primary(port), Some(Sampled::Node(was, _))) = (&target, &conn) {
+            if port.load(Ordering::Relaxed) != *was {
+                conn = None;
+            }
         }
         if conn.is_none() {
-            conn = connect(port).await.map(|c| (port, c));
+            conn = connect(&target).await;
         }
-        let Some((_, connection)) = &mut conn else {
-            continue;
-        };
         let sent = now_us();
-        match holders(connection, &locks).await {
+        let seen = match &mut conn {
+            Some(Sampled::Node(_, node)) => holders(node, &locks).await,
+            Some(Sampled::Cluster(cluster)) => holders(cluster, &locks).await,
+            None => continue,
+        };
+        match seen {
             Some(holders) => runs.saw(&locks, holders, sent, now_us()),
             None => conn = None,
         }
@@ -83,36 +101,49 @@ async fn sample(
     runs.finish()
 }
 
-async fn connect(port: u16) -> Option<MultiplexedConnection> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
-    tokio::time::timeout(SAMPLE_TIMEOUT, client.get_multiplexed_async_connection())
-        .await
-        .ok()?
-        .ok()
+async fn connect(target: &Target) -> Option<Sampled> {
+    match target {
+        Target::Primary(port) => {
+            let port = port.load(Ordering::Relaxed);
+            let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+            let connecting = client.get_multiplexed_async_connection();
+            let conn = tokio::time::timeout(SAMPLE_TIMEOUT, connecting)
+                .await
+                .ok()?
+                .ok()?;
+            Some(Sampled::Node(port, conn))
+        }
+        Target::Cluster(seeds) => {
+            let client = redis::cluster::ClusterClient::builder(seeds.clone())
+                .response_timeout(SAMPLE_TIMEOUT)
+                .retries(0)
+                .build()
+                .ok()?;
+            let connecting = client.get_async_connection();
+            let conn = tokio::time::timeout(SAMPLE_TIMEOUT * 5, connecting)
+                .await
+                .ok()?
+                .ok()?;
+            Some(Sampled::Cluster(conn))
+        }
+    }
 }
 
-/// Every lock's holder token and PTTL, read atomically.
+/// Every lock's holder token and PTTL, each lock's read atomically (on a cluster
+/// the locks live on different shards).
 async fn holders(
-    conn: &mut MultiplexedConnection,
+    conn: &mut impl ConnectionLike,
     locks: &[String],
 ) -> Option<Vec<(Option<String>, i64)>> {
-    let mut pipe = redis::pipe();
-    pipe.atomic();
+    let mut seen = Vec::with_capacity(locks.len());
     for lock in locks {
-        pipe.get(lock).pttl(lock);
+        let mut pipe = redis::pipe();
+        pipe.atomic().get(lock).pttl(lock);
+        let reply = tokio::time::timeout(SAMPLE_TIMEOUT, pipe.query_async(conn)).await;
+        let (token, pttl): (Option<String>, i64) = reply.ok()?.ok()?;
+        seen.push((token, pttl));
     }
-    let reply = tokio::time::timeout(SAMPLE_TIMEOUT, pipe.query_async(conn)).await;
-    let values: Vec<redis::Value> = reply.ok()?.ok()?;
-    values
-        .chunks(2)
-        .map(|pair| match pair {
-            [token, pttl] => Some((
-                redis::from_redis_value_ref(token).ok()?,
-                redis::from_redis_value_ref(pttl).ok()?,
-            )),
-            _ => None,
-        })
-        .collect()
+    Some(seen)
 }
 
 /// The runs seen so far: one open run per lock, and those that ended.

@@ -76,10 +76,15 @@ pub async fn run(args: WorkerArgs) {
     }
 }
 
-/// Redis may be down (a restart fault) when a worker starts: keep trying.
+/// Redis may be down (a restart fault) when a worker starts: keep trying. A URL
+/// `cluster:SEED,SEED…` is a cluster.
 async fn connect(url: &str) -> Client {
     loop {
-        match Client::open(url).await {
+        let opened = match url.strip_prefix("cluster:") {
+            Some(seeds) => Client::open_cluster(&seeds.split(',').collect::<Vec<_>>()).await,
+            None => Client::open(url).await,
+        };
+        match opened {
             Ok(client) => return client,
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }

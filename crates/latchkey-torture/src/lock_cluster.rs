@@ -1,0 +1,109 @@
+//! The lock servers in `--cluster` mode: a Redis Cluster of three primaries with a
+//! replica each, which the workers reach directly (cluster clients follow the
+//! topology themselves, so there is no proxy). Faults fail over the shard of a
+//! lock: asked for, by killing its primary, or by pausing it past the node timeout.
+
+use std::io;
+use std::time::Duration;
+
+use latchkey_testkit::{RedisCluster, Restart};
+use rand::Rng;
+
+/// How long a paused primary stays paused after its replica took over: longer than
+/// the clients' 1 s reply timeout, so every request still queued on it has been
+/// given up by its sender (Redis would run them as the node wakes, before it learns
+/// it was demoted: a split brain of Redis's own that no client can see).
+const STALE_REQUESTS_GIVEN_UP: Duration = Duration::from_millis(1_500);
+
+pub struct ClusterServers {
+    cluster: RedisCluster,
+    locks: Vec<String>,
+}
+
+impl ClusterServers {
+    pub fn start(locks: Vec<String>) -> io::Result<Self> {
+        Ok(ClusterServers {
+            cluster: RedisCluster::start()?,
+            locks,
+        })
+    }
+
+    /// Where workers connect: `cluster:` and the seed URLs, comma-separated.
+    pub fn url(&self) -> String {
+        format!("cluster:{}", self.cluster.seeds().join(","))
+    }
+
+    pub fn seeds(&self) -> Vec<String> {
+        self.cluster.seeds()
+    }
+
+    /// `CLUSTER FAILOVER` on the replica of a random lock's shard: the replica
+    /// catches up first, so nothing is lost.
+    pub async fn fail_over(&mut self, rng: &mut impl Rng) -> io::Result<()> {
+        let (_, replica) = self.shard_of_a_lock(rng)?;
+        tokio::task::block_in_place(|| {
+            let mut conn = self.cluster.nodes()[replica]
+                .connection()
+                .map_err(io::Error::other)?;
+            redis::cmd("CLUSTER")
+                .arg("FAILOVER")
+                .query::<()>(&mut conn)
+                .map_err(io::Error::other)?;
+            self.cluster.wait_promoted(replica)?;
+            self.cluster.wait_healthy()
+        })
+    }
+
+    /// SIGKILLs the primary of a random lock's shard; once its replica took over, it
+    /// comes back empty and rejoins as the new primary's replica.
+    pub async fn kill_primary(&mut self, rng: &mut impl Rng) -> io::Result<()> {
+        let (primary, replica) = self.shard_of_a_lock(rng)?;
+        tokio::task::block_in_place(|| {
+            self.cluster.nodes_mut()[primary].kill()?;
+            self.cluster.wait_promoted(replica)?;
+            self.cluster.wait_healthy()?;
+            self.cluster.nodes_mut()[primary].restart_from(Restart::Empty)?;
+            self.cluster.wait_replicated()
+        })
+    }
+
+    /// SIGSTOPs the primary of a random lock's shard until its replica took over
+    /// (its sockets stay open: replies just stop), then lets it go on; it rejoins as
+    /// a replica.
+    pub async fn pause_primary(&mut self, rng: &mut impl Rng) -> io::Result<()> {
+        let (primary, replica) = self.shard_of_a_lock(rng)?;
+        self.cluster.nodes()[primary].pause()?;
+        tokio::task::block_in_place(|| {
+            self.cluster.wait_promoted(replica)?;
+            self.cluster.wait_healthy_without(primary)
+        })?;
+        tokio::time::sleep(STALE_REQUESTS_GIVEN_UP).await;
+        self.cluster.nodes()[primary].resume()?;
+        tokio::task::block_in_place(|| self.cluster.wait_replicated())
+    }
+
+    /// CLIENT KILL every normal and pub/sub connection of every primary.
+    pub fn client_kill(&self) {
+        for node in self.cluster.nodes() {
+            let Ok(mut admin) = node.connection() else {
+                continue;
+            };
+            for kind in ["normal", "pubsub"] {
+                let _: redis::RedisResult<u64> = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("TYPE")
+                    .arg(kind)
+                    .query(&mut admin);
+            }
+        }
+    }
+
+    /// The primary and replica (node indexes) serving a random lock now.
+    fn shard_of_a_lock(&self, rng: &mut impl Rng) -> io::Result<(usize, usize)> {
+        let lock = &self.locks[rng.random_range(0..self.locks.len())];
+        Ok((
+            self.cluster.primary_of(lock)?,
+            self.cluster.replica_of(lock)?,
+        ))
+    }
+}
