@@ -5,6 +5,9 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::readme_acl_line;
 use latchkey_testkit::RedisServer;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -385,24 +388,6 @@ fn bench_writes_its_json_and_chart() {
             .unwrap()
             .contains("<rect")
     );
-}
-
-/// The README's ACL line, with its user name and password.
-fn readme_acl_line() -> (String, String, String) {
-    let readme = include_str!("../../../README.md");
-    let line = readme
-        .lines()
-        .find(|line| line.starts_with("ACL SETUSER "))
-        .expect("the README gives an ACL SETUSER line");
-    let mut words = line.split_whitespace().skip(2);
-    let user = words.next().unwrap().to_owned();
-    let rules: Vec<&str> = words.collect();
-    let password = rules
-        .iter()
-        .find_map(|rule| rule.strip_prefix('>'))
-        .expect("the line sets a password")
-        .to_owned();
-    (user, password, rules.join(" "))
 }
 
 #[test]

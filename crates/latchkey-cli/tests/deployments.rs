@@ -5,6 +5,9 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::readme_acl_line;
 use latchkey_testkit::{RedisCluster, RedisServer, Sentinels};
 
 /// `latchkey` with `--redis` set to `urls` (comma-separated, as LATCHKEY_REDIS is).
@@ -106,21 +109,13 @@ fn every_command_works_on_a_cluster() {
 
 #[test]
 fn the_readme_acl_line_is_enough_on_a_cluster() {
-    let readme = include_str!("../../../README.md");
-    let line = readme
-        .lines()
-        .find(|l| l.starts_with("ACL SETUSER "))
-        .unwrap();
-    let mut words = line.split_whitespace().skip(2);
-    let user = words.next().unwrap();
-    let rules: Vec<&str> = words.collect();
-    let password = rules.iter().find_map(|r| r.strip_prefix('>')).unwrap();
-    let node = RedisServer::builder().user(user, password, &rules.join(" "));
+    let (user, password, rules) = readme_acl_line();
+    let node = RedisServer::builder().user(&user, &password, &rules);
     let cluster = RedisCluster::start_with(node).unwrap();
     let seeds: Vec<String> = cluster
         .nodes()
         .iter()
-        .map(|n| n.url_as(user, password))
+        .map(|n| n.url_as(&user, &password))
         .collect();
     let as_user = |args: &[&str]| {
         let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))

@@ -4,7 +4,7 @@
 use std::io;
 use std::time::Duration;
 
-use latchkey_testkit::{NewConnections, Restart};
+use latchkey_testkit::{NewConnections, RedisServer, Restart};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rand::Rng;
@@ -232,7 +232,7 @@ async fn on_one_node(
             let lag = Duration::from_millis(rng.random_range(0..=300));
             servers.fail_over(lag).await?
         }
-        Fault::ClientKill => client_kill(servers),
+        Fault::ClientKill => client_kill(servers.primary()),
         Fault::StallNetwork => {
             servers.proxy().stall_all();
             tokio::time::sleep(long).await;
@@ -265,10 +265,10 @@ async fn on_one_node(
     Ok(())
 }
 
-/// CLIENT KILL every normal and pub/sub connection of the primary (the workers',
-/// through the proxy, and the sampler's); the admin connection is spared.
-fn client_kill(servers: &mut LockServers) {
-    let Ok(mut admin) = servers.primary().connection() else {
+/// CLIENT KILL every normal and pub/sub connection of `node` (the workers', and
+/// the sampler's); the admin connection is spared.
+pub fn client_kill(node: &RedisServer) {
+    let Ok(mut admin) = node.connection() else {
         return;
     };
     for kind in ["normal", "pubsub"] {

@@ -82,20 +82,12 @@ impl ClusterServers {
         tokio::task::block_in_place(|| self.cluster.wait_replicated())
     }
 
-    /// CLIENT KILL every normal and pub/sub connection of every primary.
+    /// CLIENT KILL every normal and pub/sub connection of every node.
     pub fn client_kill(&self) {
-        for node in self.cluster.nodes() {
-            let Ok(mut admin) = node.connection() else {
-                continue;
-            };
-            for kind in ["normal", "pubsub"] {
-                let _: redis::RedisResult<u64> = redis::cmd("CLIENT")
-                    .arg("KILL")
-                    .arg("TYPE")
-                    .arg(kind)
-                    .query(&mut admin);
-            }
-        }
+        self.cluster
+            .nodes()
+            .iter()
+            .for_each(crate::faults::client_kill);
     }
 
     /// The primary and replica (node indexes) serving a random lock now.

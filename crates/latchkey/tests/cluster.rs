@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::turns::{
-    Holds, Turns, assert_exclusive_and_fenced, assert_release_wakes, started_after, take_turns,
+    Holds, Turns, UnderLoad, assert_exclusive_and_fenced, assert_release_wakes, take_turns,
 };
 use latchkey::{Client, Lease};
 use latchkey_testkit::{RedisCluster, RedisServer, worker};
@@ -136,21 +136,13 @@ async fn list_and_status_walk_every_primary() {
 async fn under_failover(fault: impl FnOnce(&mut RedisCluster, usize, usize)) {
     let mut cluster = RedisCluster::start().unwrap();
     let name = names_on_every_primary(&cluster).remove(0);
-    let holds = Holds::default();
     // Made before the failover: its subscriber connection must follow it.
     let waiter = client(&cluster).await;
-    let mut tasks = Vec::new();
-    for i in 0..3 {
-        let turns = Turns {
-            name: name.clone(),
-            fair: i == 0,
-            rounds: 60,
-            work: Duration::from_millis(20),
-            ttl: Duration::from_millis(500),
-        };
-        let task = take_turns(client(&cluster).await, turns, holds.clone());
-        tasks.push(tokio::spawn(task));
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        clients.push(client(&cluster).await);
     }
+    let load = UnderLoad::start(clients, &name);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (primary, replica) = (
         cluster.primary_of(&name).unwrap(),
@@ -158,14 +150,7 @@ async fn under_failover(fault: impl FnOnce(&mut RedisCluster, usize, usize)) {
     );
     let failed_over_at = Instant::now();
     tokio::task::block_in_place(|| fault(&mut cluster, primary, replica));
-    for task in tasks {
-        task.await.unwrap();
-    }
-    assert_exclusive_and_fenced(&holds);
-    assert!(
-        started_after(&holds, failed_over_at) > 0,
-        "no lock was taken after the failover"
-    );
+    load.assert_survived(failed_over_at).await;
     assert_eq!(
         cluster.primary_of(&name).unwrap(),
         replica,

@@ -7,9 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::turns::{
-    Holds, Turns, assert_exclusive_and_fenced, assert_release_wakes, started_after, take_turns,
-};
+use common::turns::{UnderLoad, assert_release_wakes};
 use latchkey::{Client, Error};
 use latchkey_testkit::Sentinels;
 
@@ -24,22 +22,11 @@ async fn client(set: &Sentinels) -> Client {
 /// holder on the new primary is woken by its release.
 async fn under_failover(fault: impl FnOnce(&mut Sentinels)) {
     let mut set = Sentinels::start().unwrap();
-    let holds = Holds::default();
-    let mut tasks = Vec::new();
-    for i in 0..3 {
-        let turns = Turns {
-            name: "nightly".into(),
-            fair: i == 0,
-            rounds: 60,
-            work: Duration::from_millis(20),
-            ttl: Duration::from_millis(500),
-        };
-        tasks.push(tokio::spawn(take_turns(
-            client(&set).await,
-            turns,
-            holds.clone(),
-        )));
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        clients.push(client(&set).await);
     }
+    let load = UnderLoad::start(clients, "nightly");
     // Made before the failover: its subscriber connection must follow it.
     let waiter = client(&set).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -47,15 +34,7 @@ async fn under_failover(fault: impl FnOnce(&mut Sentinels)) {
     let failed_over_at = Instant::now();
     tokio::task::block_in_place(|| fault(&mut set));
     assert_ne!(set.primary_port().unwrap(), old_primary);
-    for task in tasks {
-        task.await.unwrap();
-    }
-    assert_exclusive_and_fenced(&holds);
-    assert!(
-        started_after(&holds, failed_over_at) > 0,
-        "no lock was taken after the failover"
-    );
-
+    load.assert_survived(failed_over_at).await;
     assert_release_wakes(&client(&set).await, &waiter, "wake").await;
 }
 

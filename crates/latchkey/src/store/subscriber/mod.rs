@@ -264,6 +264,48 @@ impl Shared {
     }
 }
 
+/// Connects with `attempt` until it succeeds or the store is gone, pausing between
+/// tries (100 ms, doubling up to 2 s) so a path that fails at once is not hammered;
+/// then wakes every waiter to re-check, since anything published meanwhile is lost.
+async fn connect_with<T, F, Fut>(shared: &Weak<Shared>, mut attempt: F) -> Option<T>
+where
+    F: FnMut(Arc<Shared>) -> Fut,
+    Fut: std::future::Future<Output = redis::RedisResult<T>>,
+{
+    let mut pause = RECONNECT_PAUSE;
+    loop {
+        let strong = shared.upgrade()?;
+        match attempt(strong.clone()).await {
+            Ok(connected) => {
+                strong.wake_all();
+                return Some(connected);
+            }
+            Err(error) => {
+                let error = Error::from_redis(error, &strong.node, "");
+                tracing::warn!(%error, "cannot open the subscriber connection; retrying");
+            }
+        }
+        drop(strong);
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(RECONNECT_PAUSE_CAP);
+    }
+}
+
+/// After a subscriber connection was lost: every waiter re-checks (and is not live
+/// until subscribed again), and a pause before reconnecting. False when the store
+/// is gone.
+async fn after_loss(shared: &Weak<Shared>) -> bool {
+    let Some(strong) = shared.upgrade() else {
+        return false;
+    };
+    tracing::warn!(node = %strong.node, "subscriber connection lost; reconnecting");
+    strong.unconfirm_all();
+    strong.wake_all();
+    drop(strong);
+    tokio::time::sleep(RECONNECT_PAUSE).await;
+    true
+}
+
 /// A refused (UN)SUBSCRIBE: say why, once per refusal; waiters fall back to their
 /// timers, so waiting still works, only slower.
 fn refused(shared: &Shared, error: &redis::RedisError) {

@@ -7,8 +7,8 @@ use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::mpsc;
 
-use super::{Command, HEARTBEAT, RECONNECT_PAUSE, RECONNECT_PAUSE_CAP, Shared, refused, within};
-use crate::error::{Error, connection_failed};
+use super::{Command, HEARTBEAT, Shared, after_loss, connect_with, refused, within};
+use crate::error::connection_failed;
 use crate::store::target::Target;
 use crate::store::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 
@@ -19,59 +19,35 @@ pub(super) async fn run(
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
     loop {
-        let Some(connected) = connect(&target, &shared).await else {
+        let Some((mut sink, mut stream)) = connect(&target, &shared).await else {
             return;
         };
-        let (mut sink, mut stream) = connected;
-        if !serve(&shared, &mut sink, &mut stream, &mut commands).await {
+        if !serve(&shared, &mut sink, &mut stream, &mut commands).await
+            || !after_loss(&shared).await
+        {
             return;
         }
-        let Some(strong) = shared.upgrade() else {
-            return;
-        };
-        tracing::warn!(node = %strong.node, "subscriber connection lost; reconnecting");
-        strong.unconfirm_all();
-        strong.wake_all();
-        drop(strong);
-        tokio::time::sleep(RECONNECT_PAUSE).await;
     }
 }
 
 /// Opens the subscriber connection and resubscribes every channel still watched.
 async fn connect(target: &Target, shared: &Weak<Shared>) -> Option<(PubSubSink, PubSubStream)> {
-    let mut pause = RECONNECT_PAUSE;
-    loop {
-        let strong = shared.upgrade()?;
-        let attempt = async {
-            let client = target.client().await?;
-            let pubsub = within(CONNECT_TIMEOUT, client.get_async_pubsub()).await?;
-            let (mut sink, stream) = pubsub.split();
-            let wanted = strong.unconfirm_all();
-            if !wanted.is_empty() {
-                match within(RESPONSE_TIMEOUT, sink.subscribe(&wanted)).await {
-                    Ok(()) => wanted.iter().for_each(|c| strong.set_confirmed(c)),
-                    Err(error) if connection_failed(&error) => return Err(error),
-                    // Refused (an ACL without the channels): waiters use their timers.
-                    Err(error) => refused(&strong, &error),
-                }
-            }
-            Ok::<_, redis::RedisError>((sink, stream))
-        };
-        match attempt.await {
-            Ok(connected) => {
-                // Anything published while we were away is lost: let everyone re-check.
-                strong.wake_all();
-                return Some(connected);
-            }
-            Err(error) => {
-                let error = Error::from_redis(error, &strong.node, "");
-                tracing::warn!(%error, "cannot open the subscriber connection; retrying");
+    connect_with(shared, |strong| async move {
+        let client = target.client().await?;
+        let pubsub = within(CONNECT_TIMEOUT, client.get_async_pubsub()).await?;
+        let (mut sink, stream) = pubsub.split();
+        let wanted = strong.unconfirm_all();
+        if !wanted.is_empty() {
+            match within(RESPONSE_TIMEOUT, sink.subscribe(&wanted)).await {
+                Ok(()) => wanted.iter().for_each(|c| strong.set_confirmed(c)),
+                Err(error) if connection_failed(&error) => return Err(error),
+                // Refused (an ACL without the channels): waiters use their timers.
+                Err(error) => refused(&strong, &error),
             }
         }
-        drop(strong);
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(RECONNECT_PAUSE_CAP);
-    }
+        Ok((sink, stream))
+    })
+    .await
 }
 
 /// Routes messages and (un)subscribes until the connection drops or stalls (`true`)

@@ -22,8 +22,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Command, HEARTBEAT, RECONNECT_PAUSE, RECONNECT_PAUSE_CAP, Shared, refused, within};
-use crate::error::{Error, connection_failed};
+use super::{Command, HEARTBEAT, Shared, after_loss, connect_with, refused, within};
+use crate::error::connection_failed;
 use crate::store::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 
 /// Heartbeats that may fail in a row before the connection is built anew.
@@ -50,44 +50,23 @@ pub(super) async fn run(
             conn,
             pending: &mut pending,
         };
-        if !task.serve(&mut pushes, &mut commands).await {
+        if !task.serve(&mut pushes, &mut commands).await || !after_loss(&shared).await {
             return;
         }
-        let Some(strong) = shared.upgrade() else {
-            return;
-        };
-        tracing::warn!(node = %strong.node, "cluster subscriber connection stalled; building a new one");
-        strong.unconfirm_all();
-        strong.wake_all();
-        drop(strong);
-        tokio::time::sleep(RECONNECT_PAUSE).await;
     }
 }
 
 /// Connects to the cluster (reading its slot map) and subscribes every channel
 /// still watched.
 async fn connect(client: &ClusterClient, shared: &Weak<Shared>) -> Option<ClusterConnection> {
-    let mut pause = RECONNECT_PAUSE;
-    loop {
-        let strong = shared.upgrade()?;
-        match within(CONNECT_TIMEOUT * 2, client.get_async_connection()).await {
-            Ok(conn) => {
-                for channel in strong.unconfirm_all() {
-                    subscribe(shared, &conn, channel);
-                }
-                // Anything published while we were away is lost: let everyone re-check.
-                strong.wake_all();
-                return Some(conn);
-            }
-            Err(error) => {
-                let error = Error::from_redis(error, &strong.node, "");
-                tracing::warn!(%error, "cannot open the cluster subscriber connection; retrying");
-            }
+    connect_with(shared, |strong| async move {
+        let conn = within(CONNECT_TIMEOUT * 2, client.get_async_connection()).await?;
+        for channel in strong.unconfirm_all() {
+            subscribe(shared, &conn, channel);
         }
-        drop(strong);
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(RECONNECT_PAUSE_CAP);
-    }
+        Ok(conn)
+    })
+    .await
 }
 
 /// Sends `SSUBSCRIBE channel` without waiting for it: the confirmation comes back as

@@ -1,0 +1,20 @@
+//! Helpers shared by the CLI's test binaries.
+#![allow(dead_code)] // each test binary uses its own subset
+
+/// The README's ACL line, with its user name and password.
+pub fn readme_acl_line() -> (String, String, String) {
+    let readme = include_str!("../../../../README.md");
+    let line = readme
+        .lines()
+        .find(|line| line.starts_with("ACL SETUSER "))
+        .expect("the README gives an ACL SETUSER line");
+    let mut words = line.split_whitespace().skip(2);
+    let user = words.next().unwrap().to_owned();
+    let rules: Vec<&str> = words.collect();
+    let password = rules
+        .iter()
+        .find_map(|rule| rule.strip_prefix('>'))
+        .expect("the line sets a password")
+        .to_owned();
+    (user, password, rules.join(" "))
+}
