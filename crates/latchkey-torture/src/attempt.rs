@@ -100,7 +100,7 @@ fn outcome(locked: latchkey::Result<MutexGuard>) -> Result<(MutexGuard, u64), Ou
         Ok(guard) => Ok((guard, at)),
         Err(Error::Busy { .. }) => Err(Outcome::Busy),
         Err(error) => Err(Outcome::Error {
-            error: error_kind(&error).into(),
+            error: error_kind(&error),
         }),
     }
 }
@@ -152,9 +152,10 @@ pub async fn release_to_aborted_waiter(
     released
 }
 
-/// A short name for an error, for the log.
-fn error_kind(error: &Error) -> &'static str {
-    match error {
+/// A short name for an error, for the log; with what the server said for an error
+/// reply (which one it was matters, and it names no port).
+fn error_kind(error: &Error) -> String {
+    let kind = match error {
         Error::Busy { .. } => "busy",
         Error::LeaseLost { .. } => "lease_lost",
         Error::Unreachable { .. } => "unreachable",
@@ -164,7 +165,8 @@ fn error_kind(error: &Error) -> &'static str {
         Error::ReadOnly { .. } => "read_only",
         Error::InvalidArgument(_) => "invalid_argument",
         Error::Entropy(_) => "entropy",
-        Error::Redis { .. } => "redis",
+        Error::Redis { source, .. } => return format!("redis: {source}"),
         _ => "other",
-    }
+    };
+    kind.to_owned()
 }

@@ -335,7 +335,12 @@ impl Cause {
 /// The connection is gone or the server did not answer, as opposed to the server
 /// refusing a command: whatever was sent may or may not have run.
 pub(crate) fn connection_failed(err: &RedisError) -> bool {
-    err.kind() == ErrorKind::Io || err.is_timeout() || err.is_connection_dropped()
+    // A cluster client with no connection to the node that owns the slot (it died,
+    // a failover is under way) could not send the command at all.
+    err.kind() == ErrorKind::Io
+        || err.kind() == ErrorKind::ClusterConnectionNotFound
+        || err.is_timeout()
+        || err.is_connection_dropped()
 }
 
 /// Errors raised inside a script keep the server's code in redis 7, but the text is

@@ -93,13 +93,17 @@ impl Target {
 
     /// Whether `error` says the connection should be made afresh: a reply that timed
     /// out (the path may have stalled; on a cluster, redis-rs would keep the stalled
-    /// node's socket and its old slot map); behind Sentinel, also a lost connection
-    /// or a server that is a replica now (a failover moved the primary elsewhere).
+    /// node's socket and its old slot map); on a cluster, no connection to the node
+    /// that owns the slot; behind Sentinel, a lost connection or a server that is a
+    /// replica now (a failover moved the primary elsewhere).
     pub(crate) fn must_reconnect(&self, error: &RedisError) -> bool {
         let moved = self.follows_failover()
             && (connection_failed(error)
                 || error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly));
-        error.is_timeout() || moved
+        // No connection to the slot's node: read the slot map afresh from the seeds.
+        let lost_node = matches!(self, Target::Cluster(_))
+            && error.kind() == ErrorKind::ClusterConnectionNotFound;
+        error.is_timeout() || moved || lost_node
     }
 }
 
