@@ -1,11 +1,12 @@
 # Sourced by the other scripts: installs redis-server from Debian's packages when it
 # is missing. Tests and demos start their own servers; nothing is left running.
-if ! command -v redis-server >/dev/null 2>&1; then
-    echo "redis-server not found; installing it with apt-get" >&2
+# redis-cli (redis-tools, a dependency of the package) makes the test clusters.
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+    echo "redis-server or redis-cli not found; installing them with apt-get" >&2
     SUDO=""
     if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server redis-tools >/dev/null
     # Debian starts the packaged service; our tests use their own servers.
     $SUDO service redis-server stop >/dev/null 2>&1 || true
 fi

@@ -49,7 +49,7 @@ pub struct Global {
     #[arg(long, global = true, value_name = "N", env = "LATCHKEY_WAIT_REPLICAS")]
     pub wait_replicas: Option<u32>,
 
-    /// How long --wait-replicas waits for the replicas (below 1s).
+    /// How long --wait-replicas waits for the replicas (at most 500ms).
     #[arg(long, global = true, value_name = "DURATION", default_value = "250ms", value_parser = humantime::parse_duration, requires = "wait_replicas")]
     pub wait_timeout: Duration,
 

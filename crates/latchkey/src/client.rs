@@ -140,7 +140,7 @@ impl Client<RedisStore> {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a `timeout`
-    /// under 1 ms or not below the 1 s reply timeout.
+    /// under 1 ms or over 500 ms.
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {

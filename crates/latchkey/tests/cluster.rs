@@ -108,6 +108,77 @@ async fn a_release_wakes_its_waiter_within_its_shard_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_waiters_take_turns_in_order_on_every_primary() {
+    let cluster = RedisCluster::start().unwrap();
+    for name in names_on_every_primary(&cluster) {
+        let held = client(&cluster)
+            .await
+            .mutex(&name)
+            .unwrap()
+            .try_lock()
+            .await
+            .unwrap();
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for n in 0..3 {
+            let mutex = client(&cluster)
+                .await
+                .mutex(&name)
+                .unwrap()
+                .with_fairness(latchkey::Fairness::Fair);
+            let order = order.clone();
+            waiters.push(tokio::spawn(async move {
+                let guard = mutex.lock_timeout(Duration::from_secs(20)).await.unwrap();
+                order.lock().unwrap().push(n);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                guard.release().await.unwrap();
+            }));
+            // Queued one after the other.
+            let status = client(&cluster).await.mutex(&name).unwrap();
+            while status.status().await.unwrap().waiters < n as u64 + 1 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        held.release().await.unwrap();
+        for waiter in waiters {
+            waiter.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2], "on {name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_renews_on_every_primary() {
+    let cluster = RedisCluster::start().unwrap();
+    let holder = client(&cluster).await;
+    let mut guards = Vec::new();
+    for name in names_on_every_primary(&cluster) {
+        let lease = Lease::renewed(Duration::from_millis(300)).unwrap();
+        guards.push(
+            holder
+                .mutex(&name)
+                .unwrap()
+                .with_lease(lease)
+                .try_lock()
+                .await
+                .unwrap(),
+        );
+    }
+    // Five leases long: only renewals keep them.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let other = client(&cluster).await;
+    for guard in guards {
+        let name = guard.key().as_str().to_owned();
+        assert!(
+            other.mutex(&name).unwrap().try_lock().await.is_err(),
+            "{name} expired"
+        );
+        assert!(!guard.is_lost());
+        assert!(guard.release().await.unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_and_status_walk_every_primary() {
     let cluster = RedisCluster::start().unwrap();
     let client = client(&cluster).await.with_prefix("app:").unwrap();

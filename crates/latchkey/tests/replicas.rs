@@ -123,7 +123,7 @@ async fn a_replica_wait_must_fit_in_the_reply_timeout() {
     let (primary, _replica) = primary_and_replica();
     let client = Client::open(&primary.url()).await.unwrap();
     let err = client
-        .with_wait_replicas(1, Duration::from_secs(1))
+        .with_wait_replicas(1, Duration::from_millis(600))
         .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
 }

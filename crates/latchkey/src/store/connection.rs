@@ -69,7 +69,7 @@ impl Connection {
             target,
             config,
             current: Mutex::new((0, None)),
-            connecting: tokio::sync::Mutex::new(()),
+            connecting: tokio::sync::Mutex::new(None),
         })))
     }
 
@@ -119,9 +119,11 @@ struct Replaceable {
     /// The connection in use (`None`: make one), numbered so that concurrent
     /// failures replace it once.
     current: Mutex<(u64, Option<Live>)>,
-    /// Held while making a connection, so concurrent commands wait for one instead
-    /// of each asking the Sentinels (or reading the slot map) again.
-    connecting: tokio::sync::Mutex<()>,
+    /// Held while making a connection, so concurrent commands wait for one attempt
+    /// instead of each asking the Sentinels (or reading the slot map) again; it keeps
+    /// the last failed attempt (when it ended, and why), which those that waited for
+    /// it share instead of each trying again in turn.
+    connecting: tokio::sync::Mutex<Option<(std::time::Instant, redis::RedisError)>>,
 }
 
 impl Replaceable {
@@ -139,12 +141,25 @@ impl Replaceable {
         if let Some(in_use) = self.in_use() {
             return Ok(in_use);
         }
-        let _one_at_a_time = self.connecting.lock().await;
+        let asked = std::time::Instant::now();
+        let mut last_failure = self.connecting.lock().await;
         // Made by another command while this one waited.
         if let Some(in_use) = self.in_use() {
             return Ok(in_use);
         }
-        let fresh = self.target.connect(&self.config).await?;
+        // Another command's attempt failed while this one waited: so does this one.
+        if let Some((failed_at, error)) = &*last_failure {
+            if *failed_at >= asked {
+                return Err(error.clone());
+            }
+        }
+        let fresh = match self.target.connect(&self.config).await {
+            Ok(fresh) => fresh,
+            Err(error) => {
+                *last_failure = Some((std::time::Instant::now(), error.clone()));
+                return Err(error);
+            }
+        };
         let mut current = self.lock();
         current.1 = Some(fresh.clone());
         Ok((current.0, fresh))

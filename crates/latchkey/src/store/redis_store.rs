@@ -310,8 +310,8 @@ impl RedisStore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a `timeout` under 1 ms or not below the 1 s
-    /// reply timeout (the connection would give up on the reply first).
+    /// [`Error::InvalidArgument`] for a `timeout` under 1 ms or over 500 ms (half
+    /// the 1 s reply timeout: the connection would give up on the reply first).
     ///
     /// ```no_run
     /// # async fn demo() -> latchkey::Result<()> {
@@ -321,9 +321,11 @@ impl RedisStore {
     /// # Ok(()) }
     /// ```
     pub fn with_wait_replicas(mut self, replicas: u32, timeout: Duration) -> Result<Self> {
-        if timeout < Duration::from_millis(1) || timeout >= RESPONSE_TIMEOUT {
+        // The script and the round trip come on top of WAIT, inside the reply timeout.
+        let longest = RESPONSE_TIMEOUT / 2;
+        if timeout < Duration::from_millis(1) || timeout > longest {
             return Err(Error::InvalidArgument(format!(
-                "a replica wait of {timeout:?}: it must be at least 1ms and below the {RESPONSE_TIMEOUT:?} reply timeout"
+                "a replica wait of {timeout:?}: it must be from 1ms to {longest:?} (half the reply timeout)"
             )));
         }
         let conn = match &self.target {

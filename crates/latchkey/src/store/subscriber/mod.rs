@@ -140,18 +140,20 @@ impl Subscriber {
     /// Registers `waiter` without a round trip if this process already holds a
     /// confirmed subscription to `channel` (other local waiters keep it open).
     pub(crate) fn join(&self, channel: &str, waiter: impl FnOnce() -> String) -> Option<Watch> {
-        let confirmed = self
-            .shared
-            .lock_channels()
-            .get(channel)
-            .is_some_and(|c| c.confirmed);
-        confirmed.then(|| self.register(channel, waiter()))
+        // Checked and registered under one lock: the last waiter cannot leave between.
+        let mut channels = self.shared.lock_channels();
+        let entry = channels.get_mut(channel).filter(|c| c.confirmed)?;
+        Some(self.register_in(entry, channel, waiter()))
     }
 
     fn register(&self, channel: &str, waiter: String) -> Watch {
-        let wakeup = Arc::new(Wakeup::default());
         let mut channels = self.shared.lock_channels();
         let entry = channels.entry(channel.to_owned()).or_default();
+        self.register_in(entry, channel, waiter)
+    }
+
+    fn register_in(&self, entry: &mut Channel, channel: &str, waiter: String) -> Watch {
+        let wakeup = Arc::new(Wakeup::default());
         entry.waiters.insert(waiter.clone(), wakeup.clone());
         let registration = Registration {
             shared: Arc::downgrade(&self.shared),
@@ -196,6 +198,12 @@ impl Shared {
             channels.remove(channel);
             let _ = self.commands.send(Command::Unsubscribe(channel.to_owned()));
         }
+    }
+
+    /// Whether any local waiter watches `channel` (an UNSUBSCRIBE queued before a
+    /// waiter came back to it must not run).
+    fn is_watched(&self, channel: &str) -> bool {
+        self.lock_channels().contains_key(channel)
     }
 
     fn is_confirmed(&self, channel: &str) -> bool {

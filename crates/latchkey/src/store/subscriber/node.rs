@@ -86,6 +86,8 @@ async fn serve(
                         }
                         let _ = ack.send(());
                     }),
+                    // Watched again since it was queued: keep the subscription.
+                    Command::Unsubscribe(channel) if shared.upgrade().is_some_and(|s| s.is_watched(&channel)) => Ok(()),
                     Command::Unsubscribe(channel) => within(RESPONSE_TIMEOUT, sink.unsubscribe(&channel)).await,
                 };
                 match sent {

@@ -4,8 +4,8 @@
 //!
 //! redis-rs's cluster connection sends each `SSUBSCRIBE` to the node that owns the
 //! channel's slot and delivers messages, and the confirmations of subscriptions, as
-//! RESP3 pushes; it resubscribes by itself after a node's connection drops or a slot
-//! moves. So a channel counts as confirmed only when its confirmation push arrives,
+//! RESP3 pushes; it resubscribes by itself after a node's connection drops. So a
+//! channel counts as confirmed only when its confirmation push arrives,
 //! in order with the pushes that say a connection dropped (which unconfirm every
 //! channel and wake every waiter to re-check). Subscribing never blocks the task:
 //! messages keep flowing while a subscription is on its way, and the heartbeat
@@ -86,6 +86,17 @@ fn subscribe(shared: &Weak<Shared>, conn: &ClusterConnection, channel: String) {
     });
 }
 
+/// Sends `SUNSUBSCRIBE channel` without waiting, unless a local waiter watches it.
+fn unsubscribe(shared: &Shared, conn: &ClusterConnection, channel: String) {
+    if shared.is_watched(&channel) {
+        return;
+    }
+    let mut conn = conn.clone();
+    tokio::spawn(async move {
+        let _ = within(RESPONSE_TIMEOUT, conn.sunsubscribe(&channel)).await;
+    });
+}
+
 /// One connection's life: routes pushes and commands until it stalls (`true`) or
 /// the store is gone (`false`).
 struct Task<'a> {
@@ -154,12 +165,7 @@ impl Task<'_> {
                 self.pending.entry(channel.clone()).or_default().push(ack);
                 subscribe(self.shared, &self.conn, channel);
             }
-            Command::Unsubscribe(channel) => {
-                let mut conn = self.conn.clone();
-                tokio::spawn(async move {
-                    let _ = within(RESPONSE_TIMEOUT, conn.sunsubscribe(&channel)).await;
-                });
-            }
+            Command::Unsubscribe(channel) => unsubscribe(shared, &self.conn, channel),
         }
     }
 
@@ -170,9 +176,15 @@ impl Task<'_> {
             _ => String::new(),
         };
         match push.kind {
-            PushKind::SMessage => shared.wake(&text(0), &text(1)),
+            PushKind::SMessage => {
+                shared.wake(&text(0), &text(1));
+                // A subscription nobody watches (an SSUBSCRIBE that overtook its
+                // SUNSUBSCRIBE): drop it, or redis-rs keeps renewing it.
+                unsubscribe(shared, &self.conn, text(0));
+            }
             PushKind::SSubscribe => {
                 let channel = text(0);
+                unsubscribe(shared, &self.conn, channel.clone());
                 shared.set_confirmed(&channel);
                 for ack in self.pending.remove(&channel).unwrap_or_default() {
                     let _ = ack.send(());
