@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::readme_acl_line;
+use common::{latchkey_ok, readme_acl_line};
 use latchkey_testkit::RedisServer;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -398,21 +398,7 @@ fn every_command_works_for_a_user_made_by_the_readme_acl_line() {
         .start()
         .unwrap();
     let url = server.url_as(&user, &password);
-    let as_user = |args: &[&str]| {
-        let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))
-            .env("LATCHKEY_REDIS", &url)
-            .env("LATCHKEY_PREFIX", "myapp:")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{args:?}: {:?} {}",
-            output.status,
-            stderr(&output)
-        );
-        output
-    };
+    let as_user = |args: &[&str]| latchkey_ok(&url, args);
     // A holder, and a fair waiter queued behind it that the release wakes.
     let holder = Command::new(env!("CARGO_BIN_EXE_latchkey"))
         .env("LATCHKEY_REDIS", &url)

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::readme_acl_line;
+use common::{latchkey_ok, readme_acl_line};
 use latchkey_testkit::{RedisCluster, RedisServer, Sentinels};
 
 /// `latchkey` with `--redis` set to `urls` (comma-separated, as LATCHKEY_REDIS is).
@@ -117,22 +117,8 @@ fn the_readme_acl_line_is_enough_on_a_cluster() {
         .iter()
         .map(|n| n.url_as(&user, &password))
         .collect();
-    let as_user = |args: &[&str]| {
-        let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))
-            .env("LATCHKEY_REDIS", seeds.join(","))
-            .env("LATCHKEY_PREFIX", "myapp:")
-            .args(["--cluster"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{args:?}: {:?} {}",
-            output.status,
-            stderr(&output)
-        );
-        output
-    };
+    let seeds = seeds.join(",");
+    let as_user = |args: &[&str]| latchkey_ok(&seeds, &[&["--cluster"], args].concat());
     as_user(&["--wait-replicas", "1", "run", "job", "--", "true"]);
     as_user(&["run", "{tagged}job", "--fair", "--", "true"]);
     as_user(&["list", "--json"]);

@@ -18,3 +18,21 @@ pub fn readme_acl_line() -> (String, String, String) {
         .to_owned();
     (user, password, rules.join(" "))
 }
+
+/// Runs the built `latchkey` with `LATCHKEY_REDIS=redis`, the prefix `myapp:` and
+/// `args`, and asserts it succeeded.
+pub fn latchkey_ok(redis: &str, args: &[&str]) -> std::process::Output {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", redis)
+        .env("LATCHKEY_PREFIX", "myapp:")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{args:?}: {:?} {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
