@@ -30,6 +30,8 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 const RECONNECT_PAUSE_CAP: Duration = Duration::from_secs(2);
 /// How often the subscriber checks with a PING that its connection still answers.
 const HEARTBEAT: Duration = Duration::from_secs(1);
+/// How often a refused subscription is logged at most.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(60);
 
 #[derive(Debug)]
 struct Registration {
@@ -68,6 +70,8 @@ struct Shared {
     // Taken by the task when it starts (on the first watch, inside a runtime).
     pending: Mutex<Option<(Source, mpsc::UnboundedReceiver<Command>)>>,
     started: OnceLock<()>,
+    /// When a refused subscription was last logged (retries must not flood the log).
+    last_refusal_logged: Mutex<Option<std::time::Instant>>,
 }
 
 /// Where releases publish wake-ups, and so what to subscribe to.
@@ -110,6 +114,7 @@ impl Subscriber {
                 commands,
                 pending: Mutex::new(Some((source, receiver))),
                 started: OnceLock::new(),
+                last_refusal_logged: Mutex::default(),
             }),
         }
     }
@@ -314,11 +319,27 @@ async fn after_loss(shared: &Weak<Shared>) -> bool {
     true
 }
 
-/// A refused (UN)SUBSCRIBE: say why, once per refusal; waiters fall back to their
-/// timers, so waiting still works, only slower.
+/// A refused (UN)SUBSCRIBE: say why, at most once a minute (the cluster subscriber
+/// retries every second); waiters fall back to their timers, so waiting still works,
+/// only slower.
 fn refused(shared: &Shared, error: &redis::RedisError) {
+    let now = std::time::Instant::now();
+    {
+        let mut last = shared
+            .last_refusal_logged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|at| now.duration_since(at) < REFUSAL_LOG_EVERY) {
+            return;
+        }
+        *last = Some(now);
+    }
     let error = Error::from_redis(error.clone(), &shared.node, "");
-    tracing::warn!(%error, "Redis refused a subscription; waiters re-check on their timers instead (grant the ACL user the `&` channel pattern)");
+    let hint = match &error {
+        Error::AclDenied { .. } => " (grant the ACL user the `&` channel pattern)",
+        _ => "",
+    };
+    tracing::warn!(%error, "Redis refused a subscription; waiters re-check on their timers instead{hint}");
 }
 
 /// `step`, failed with a timeout error if it takes longer than `limit`.
