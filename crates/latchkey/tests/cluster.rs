@@ -8,7 +8,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::turns::{
-    Holds, Turns, UnderLoad, assert_exclusive_and_fenced, assert_release_wakes, take_turns,
+    Holds, Turns, UnderLoad, assert_exclusive_and_fenced, assert_fair_order, assert_release_wakes,
+    take_turns,
 };
 use latchkey::{Client, Lease};
 use latchkey_testkit::{RedisCluster, RedisServer, worker};
@@ -111,39 +112,11 @@ async fn a_release_wakes_its_waiter_within_its_shard_only() {
 async fn fair_waiters_take_turns_in_order_on_every_primary() {
     let cluster = RedisCluster::start().unwrap();
     for name in names_on_every_primary(&cluster) {
-        let held = client(&cluster)
-            .await
-            .mutex(&name)
-            .unwrap()
-            .try_lock()
-            .await
-            .unwrap();
-        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut waiters = Vec::new();
-        for n in 0..3 {
-            let mutex = client(&cluster)
-                .await
-                .mutex(&name)
-                .unwrap()
-                .with_fairness(latchkey::Fairness::Fair);
-            let order = order.clone();
-            waiters.push(tokio::spawn(async move {
-                let guard = mutex.lock_timeout(Duration::from_secs(20)).await.unwrap();
-                order.lock().unwrap().push(n);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                guard.release().await.unwrap();
-            }));
-            // Queued one after the other.
-            let status = client(&cluster).await.mutex(&name).unwrap();
-            while status.status().await.unwrap().waiters < n as u64 + 1 {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+        for _ in 0..3 {
+            waiters.push(client(&cluster).await);
         }
-        held.release().await.unwrap();
-        for waiter in waiters {
-            waiter.await.unwrap();
-        }
-        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2], "on {name}");
+        assert_fair_order(&client(&cluster).await, waiters, &name).await;
     }
 }
 

@@ -1,10 +1,13 @@
 //! The store seam, proved with a backend that is not Redis: the waiting, guard,
 //! watchdog, fencing and rate-limit logic run unchanged on `MemoryStore`.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::turns::assert_fair_order;
 use latchkey::{Client, Error, Fairness, Lease, Ttl};
 use latchkey_testkit::MemoryStore;
 
@@ -83,46 +86,8 @@ async fn a_release_wakes_the_waiter_instead_of_its_timer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_waiters_get_the_lock_in_arrival_order() {
     let store = MemoryStore::new();
-    let held = client(&store)
-        .mutex("fifo")
-        .unwrap()
-        .try_lock()
-        .await
-        .unwrap();
-    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut waiters = Vec::new();
-    for n in 0..4 {
-        let mutex = client(&store)
-            .mutex("fifo")
-            .unwrap()
-            .with_fairness(Fairness::Fair);
-        let order = order.clone();
-        waiters.push(tokio::spawn(async move {
-            let guard = mutex.lock_timeout(Duration::from_secs(20)).await.unwrap();
-            order.lock().unwrap().push(n);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            guard.release().await.unwrap();
-        }));
-        // Queued one after the other.
-        while store_waiters(&store).await < n + 1 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-    held.release().await.unwrap();
-    for waiter in waiters {
-        waiter.await.unwrap();
-    }
-    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
-}
-
-async fn store_waiters(store: &MemoryStore) -> u64 {
-    client(store)
-        .mutex("fifo")
-        .unwrap()
-        .status()
-        .await
-        .unwrap()
-        .waiters
+    let waiters = (0..4).map(|_| client(&store)).collect();
+    assert_fair_order(&client(&store), waiters, "fifo").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,6 +11,12 @@ use redis::Commands;
 
 const WAIT: Duration = Duration::from_millis(200);
 
+/// A client of `primary` whose grants wait for `replicas` replicas.
+async fn waiting_for(primary: &RedisServer, replicas: u32) -> Client {
+    let client = Client::open(&primary.url()).await.unwrap();
+    client.with_wait_replicas(replicas, WAIT).unwrap()
+}
+
 /// A primary and one replica that follows it.
 fn primary_and_replica() -> (RedisServer, RedisServer) {
     let primary = RedisServer::start().unwrap();
@@ -22,11 +28,7 @@ fn primary_and_replica() -> (RedisServer, RedisServer) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_is_on_the_replica_when_the_lock_returns() {
     let (primary, replica) = primary_and_replica();
-    let client = Client::open(&primary.url())
-        .await
-        .unwrap()
-        .with_wait_replicas(1, WAIT)
-        .unwrap();
+    let client = waiting_for(&primary, 1).await;
     let guard = client.mutex("payout").unwrap().lock().await.unwrap();
     assert_eq!(guard.replicas(), Some(1));
     // Read on the replica right away: WAIT returned only once it had the grant.
@@ -39,11 +41,7 @@ async fn a_grant_is_on_the_replica_when_the_lock_returns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_few_replicas_fail_the_grant_and_leave_the_lock_free() {
     let (primary, _replica) = primary_and_replica();
-    let client = Client::open(&primary.url())
-        .await
-        .unwrap()
-        .with_wait_replicas(2, WAIT)
-        .unwrap();
+    let client = waiting_for(&primary, 2).await;
     let mutex = client.mutex("payout").unwrap();
     match mutex.try_lock().await {
         Err(Error::TooFewReplicas {
@@ -71,11 +69,7 @@ async fn too_few_replicas_fail_the_grant_and_leave_the_lock_free() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewal_a_paused_replica_cannot_confirm_is_an_error() {
     let (primary, replica) = primary_and_replica();
-    let client = Client::open(&primary.url())
-        .await
-        .unwrap()
-        .with_wait_replicas(1, WAIT)
-        .unwrap();
+    let client = waiting_for(&primary, 1).await;
     let guard = client.mutex("payout").unwrap().try_lock().await.unwrap();
     replica.pause().unwrap();
     let err = guard.extend(Duration::from_secs(60)).await.unwrap_err();
@@ -90,11 +84,7 @@ async fn a_renewal_a_paused_replica_cannot_confirm_is_an_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_claims_a_handed_lock_so_its_grant_is_confirmed_too() {
     let (primary, _replica) = primary_and_replica();
-    let client = Client::open(&primary.url())
-        .await
-        .unwrap()
-        .with_wait_replicas(1, WAIT)
-        .unwrap();
+    let client = waiting_for(&primary, 1).await;
     let held = client
         .mutex("queue")
         .unwrap()
@@ -102,11 +92,7 @@ async fn a_waiter_claims_a_handed_lock_so_its_grant_is_confirmed_too() {
         .try_lock()
         .await
         .unwrap();
-    let other = Client::open(&primary.url())
-        .await
-        .unwrap()
-        .with_wait_replicas(1, WAIT)
-        .unwrap();
+    let other = waiting_for(&primary, 1).await;
     let waiter = other.mutex("queue").unwrap().with_fairness(Fairness::Fair);
     let waiting = tokio::spawn(async move { waiter.lock_timeout(Duration::from_secs(10)).await });
     tokio::time::sleep(Duration::from_millis(200)).await;

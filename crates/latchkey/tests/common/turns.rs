@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
+use latchkey::store::{Inspect, Pass, WakeUps};
 use latchkey::{Client, Fairness, Lease, Ttl};
 
 /// One hold, as its holder saw it: when it got the lock, until when the lock was
@@ -143,4 +144,41 @@ pub async fn assert_release_wakes(holder: &Client, waiter: &Client, name: &str) 
     assert!(held.release().await.unwrap());
     let guard = waiting.await.unwrap().expect("the release woke the waiter");
     guard.release().await.unwrap();
+}
+
+/// `holder` takes `name`, then each of `waiters` queues behind it, fair, one after
+/// the other; once the holder lets go, they get the lock in the order they queued.
+pub async fn assert_fair_order<S: Pass + WakeUps + Inspect>(
+    holder: &Client<S>,
+    waiters: Vec<Client<S>>,
+    name: &str,
+) {
+    let held = holder.mutex(name).unwrap().try_lock().await.unwrap();
+    let order = Arc::new(StdMutex::new(Vec::new()));
+    let count = waiters.len();
+    let mut tasks = Vec::new();
+    for (n, client) in waiters.into_iter().enumerate() {
+        let mutex = client.mutex(name).unwrap().with_fairness(Fairness::Fair);
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = mutex.lock_timeout(Duration::from_secs(20)).await.unwrap();
+            order.lock().unwrap().push(n);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            guard.release().await.unwrap();
+        }));
+        // Queued one after the other.
+        let status = holder.mutex(name).unwrap();
+        while status.status().await.unwrap().waiters < n as u64 + 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    held.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(
+        *order.lock().unwrap(),
+        (0..count).collect::<Vec<_>>(),
+        "on {name}"
+    );
 }
