@@ -42,8 +42,6 @@ pub struct RedisStore {
     node: Arc<str>,
     // None for a caller's connection: we have no client to open a subscriber with.
     subscriber: Option<Subscriber>,
-    /// On a cluster, releases publish with SPUBLISH and listings walk every primary.
-    cluster: bool,
     /// Where our connections go (`None` for a caller's connection).
     target: Option<Target>,
     /// Replicas that must confirm every grant and renewal.
@@ -118,10 +116,7 @@ impl RedisStore {
                 "database number {db} in the URL: it must be 0 or more"
             )));
         }
-        let tls = matches!(
-            client.get_connection_info().addr(),
-            redis::ConnectionAddr::TcpTls { .. }
-        );
+        let tls = any_tls([client.get_connection_info()]);
         let target = Target::Server(Box::new(client));
         Self::on_target(target.clone(), Source::Node(target), node, tls).await
     }
@@ -155,9 +150,7 @@ impl RedisStore {
     /// ```
     pub async fn open_sentinel(master: &str, sentinels: &[impl AsRef<str>]) -> Result<Self> {
         let sentinels = parse_urls(sentinels)?;
-        let tls = sentinels
-            .iter()
-            .any(|s| matches!(s.addr(), redis::ConnectionAddr::TcpTls { .. }));
+        let tls = any_tls(&sentinels);
         let (target, node) = sentinel::target(master, sentinels)?;
         Self::on_target(target.clone(), Source::Node(target), node, tls).await
     }
@@ -170,7 +163,6 @@ impl RedisStore {
             conn: Connection::replaceable(target.clone(), connection_config()),
             subscriber: Some(Subscriber::new(wakeups, node.clone())),
             node,
-            cluster: matches!(target, Target::Cluster(_)),
             target: Some(target),
             replication: None,
         };
@@ -204,9 +196,7 @@ impl RedisStore {
     /// ```
     pub async fn open_cluster(seeds: &[impl AsRef<str>]) -> Result<Self> {
         let seeds = parse_urls(seeds)?;
-        let tls = seeds
-            .iter()
-            .any(|s| matches!(s.addr(), redis::ConnectionAddr::TcpTls { .. }));
+        let tls = any_tls(&seeds);
         let (target, wakeups, node) = cluster::target(&seeds)?;
         Self::on_target(target, wakeups, node, tls).await
     }
@@ -253,7 +243,6 @@ impl RedisStore {
     pub fn from_connection(conn: impl Into<Connection>) -> Self {
         let conn: Connection = conn.into();
         RedisStore {
-            cluster: conn.is_cluster(),
             conn,
             node: UNNAMED_NODE.into(),
             subscriber: None,
@@ -273,7 +262,7 @@ impl RedisStore {
     /// # Ok(()) }
     /// ```
     pub fn with_subscriber(mut self, client: redis::Client) -> Self {
-        if self.cluster {
+        if self.conn.is_cluster() {
             // Releases on a cluster SPUBLISH: a SUBSCRIBE on one node would never hear.
             tracing::warn!(
                 "with_subscriber is for one server; a cluster's waiters re-check on timers"
@@ -487,7 +476,11 @@ impl LockStore for RedisStore {
         let mut call = lock_script(&scripts::RELEASE, &keys);
         call.arg(owner.as_str())
             .arg(leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string()))
-            .arg(if self.cluster { "sharded" } else { "" });
+            .arg(if self.conn.is_cluster() {
+                "sharded"
+            } else {
+                ""
+            });
         self.run(&call, key).await
     }
 
@@ -583,7 +576,8 @@ impl Inspect for RedisStore {
 
     async fn scan(&self, pattern: &str) -> Result<Vec<String>> {
         let mut conn = self.conn.clone();
-        let nodes = match self.cluster {
+        // On a cluster, every primary holds some of the keys.
+        let nodes = match self.conn.is_cluster() {
             true => {
                 let primaries = cluster::primaries(&mut conn).await;
                 self.context(primaries, pattern)?
@@ -656,6 +650,12 @@ fn lock_script<'a>(script: &'a Script, keys: &[&str]) -> ScriptInvocation<'a> {
         call.key(*key);
     }
     call
+}
+
+/// Whether any of these URLs asks for TLS (`rediss://`).
+fn any_tls<'a>(urls: impl IntoIterator<Item = &'a redis::ConnectionInfo>) -> bool {
+    urls.into_iter()
+        .any(|url| matches!(url.addr(), redis::ConnectionAddr::TcpTls { .. }))
 }
 
 /// Parses URLs (cluster seeds, Sentinels) without echoing a password in errors.
