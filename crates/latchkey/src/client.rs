@@ -4,6 +4,7 @@ use crate::error::Result;
 use crate::key::{LockKey, Prefix};
 use crate::lock::LocalLocks;
 use crate::lock::Mutex;
+use crate::quorum::QuorumStore;
 use crate::ratelimit::FixedWindow;
 use crate::store::{Connection, Inspect, LockStatus, Pass, RedisStore, WakeUps, WindowCounter};
 
@@ -181,6 +182,31 @@ impl Client<RedisStore> {
     /// ```
     pub fn from_connection(conn: impl Into<Connection>) -> Self {
         Client::with_store(RedisStore::from_connection(conn))
+    }
+}
+
+impl Client<QuorumStore> {
+    /// A client whose locks are held by a majority of independent Redis masters
+    /// (Redlock; N odd, at least 3). See [`quorum`](crate::quorum) for what differs
+    /// from one Redis: no fair locks, and a restarted node must stay out for a lease.
+    ///
+    /// # Errors
+    ///
+    /// As [`QuorumStore::open`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let client = latchkey::Client::open_quorum(&[
+    ///     "redis://10.0.0.1:6379",
+    ///     "redis://10.0.0.2:6379",
+    ///     "redis://10.0.0.3:6379",
+    /// ])
+    /// .await?;
+    /// let guard = client.mutex("nightly-report")?.lock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open_quorum(urls: &[impl AsRef<str>]) -> Result<Self> {
+        Ok(Client::with_store(QuorumStore::open(urls).await?))
     }
 }
 

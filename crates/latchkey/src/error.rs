@@ -141,6 +141,37 @@ pub enum Error {
         acked: u32,
     },
 
+    /// A quorum lock ([`QuorumStore`](crate::quorum::QuorumStore)) could not get a
+    /// majority of its nodes to agree; each node's answer is listed, so the error
+    /// names the nodes that were down, slow or held by someone else. Whatever the
+    /// attempt set on any node has been released (or expires with its lease).
+    ///
+    /// Transient when every node that failed did so transiently (unreachable, slow,
+    /// busy): waiting may help. An authentication or ACL failure on enough nodes to
+    /// lose the majority is not.
+    ///
+    /// ```
+    /// # fn demo(error: latchkey::Error) {
+    /// if let latchkey::Error::NoQuorum { nodes, .. } = &error {
+    ///     for report in nodes {
+    ///         eprintln!("{report}");
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    #[error("lock {key:?}: {}", no_quorum_detail(*needed, nodes, *late))]
+    NoQuorum {
+        /// The lock's key.
+        key: String,
+        /// How many nodes had to agree (a majority).
+        needed: usize,
+        /// What each node answered, in the order the nodes were given.
+        nodes: Vec<crate::quorum::NodeReport>,
+        /// Set when a majority did grant the lock, but only after this long: past
+        /// the lease's validity, so the grant was undone.
+        late: Option<Duration>,
+    },
+
     /// An argument was rejected before anything was sent to Redis.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -241,6 +272,17 @@ impl Error {
 
     /// `node` is a replica now: behind Sentinel, a failover moved the primary, and the
     /// next command asks the Sentinels again (transient, unlike [`Error::ReadOnly`]).
+    pub(crate) fn no_reply_within(node: &str, deadline: Duration) -> Self {
+        Error::Unreachable {
+            node: node.to_owned(),
+            source: Cause(RedisError::from((
+                ErrorKind::Io,
+                "no reply within the per-node deadline",
+                format!("{deadline:?}"),
+            ))),
+        }
+    }
+
     pub(crate) fn demoted(node: &str) -> Self {
         Error::Unreachable {
             node: node.to_owned(),
@@ -267,7 +309,11 @@ impl Error {
     /// True when a request may or may not have run on the server (the reply was
     /// lost): anything it could have set must be undone.
     pub(crate) fn outcome_unknown(&self) -> bool {
-        matches!(self, Error::Unreachable { .. })
+        match self {
+            Error::Unreachable { .. } => true,
+            Error::NoQuorum { nodes, .. } => nodes.iter().any(|n| n.answer.outcome_unknown()),
+            _ => false,
+        }
     }
 
     /// True when the same call may succeed if tried again later: busy, unreachable,
@@ -284,6 +330,7 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Busy { .. } | Error::Unreachable { .. } | Error::TooFewReplicas { .. } => true,
+            Error::NoQuorum { nodes, .. } => nodes.iter().all(|n| n.answer.is_transient()),
             Error::Redis { source, .. } => matches!(
                 source.0.kind(),
                 ErrorKind::Server(
@@ -409,7 +456,26 @@ fn busy_detail(waited: Duration, holder: Option<&str>, left: Option<Duration>) -
     format!("held by {holder}{waited}; {lease}")
 }
 
-fn humanize(d: Duration) -> String {
+fn no_quorum_detail(
+    needed: usize,
+    nodes: &[crate::quorum::NodeReport],
+    late: Option<Duration>,
+) -> String {
+    let answers = nodes
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    match late {
+        Some(took) => format!(
+            "a majority granted it only after {}, past the lease's validity, so it was released: {answers}",
+            humanize(took)
+        ),
+        None => format!("no majority: {needed} of {} nodes must grant it; {answers}", nodes.len()),
+    }
+}
+
+pub(crate) fn humanize(d: Duration) -> String {
     if d < Duration::from_secs(1) {
         return format!("{}ms", d.as_millis());
     }

@@ -474,6 +474,7 @@ mod error;
 mod key;
 mod lease;
 mod lock;
+pub mod quorum;
 pub mod ratelimit;
 mod scripts;
 pub mod store;

@@ -117,8 +117,14 @@ impl RedisStore {
             )));
         }
         let tls = any_tls([client.get_connection_info()]);
+        Self::server(client, node).checked(tls).await
+    }
+
+    /// A store on one server, not yet checked with a PING (a quorum checks its
+    /// nodes together, and starts with some of them down).
+    pub(crate) fn server(client: redis::Client, node: String) -> Self {
         let target = Target::Server(Box::new(client));
-        Self::on_target(target.clone(), Source::Node(target), node, tls).await
+        Self::unchecked(target.clone(), Source::Node(target), node)
     }
 
     /// Connects to the primary that Redis Sentinel names for `master`, asking the
@@ -158,15 +164,18 @@ impl RedisStore {
     /// A store whose connections (ours, replaced when they fail) go to `target`,
     /// woken through `wakeups`.
     async fn on_target(target: Target, wakeups: Source, node: String, tls: bool) -> Result<Self> {
+        Self::unchecked(target, wakeups, node).checked(tls).await
+    }
+
+    fn unchecked(target: Target, wakeups: Source, node: String) -> Self {
         let node: Arc<str> = node.into();
-        let store = RedisStore {
+        RedisStore {
             conn: Connection::replaceable(target.clone(), connection_config()),
             subscriber: Some(Subscriber::new(wakeups, node.clone())),
             node,
             target: Some(target),
             replication: None,
-        };
-        store.checked(tls).await
+        }
     }
 
     /// Connects to a Redis Cluster through `seeds`, the URLs of some of its nodes
@@ -203,7 +212,9 @@ impl RedisStore {
 
     /// The store, once one PING went through; a TLS URL whose server does not speak
     /// TLS (the PING timed out) is said to be so.
-    async fn checked(self, tls: bool) -> Result<Self> {
+    /// The store once it answered a PING; a server that does not speak TLS on a
+    /// `rediss://` URL is reported as a TLS failure.
+    pub(crate) async fn checked(self, tls: bool) -> Result<Self> {
         match self.ping().await {
             Ok(()) => Ok(self),
             // A plain server reads a TLS hello as the start of a command and waits.
@@ -385,7 +396,8 @@ impl RedisStore {
         &self.node
     }
 
-    async fn run<T: FromRedisValue>(
+    /// Runs a script on this store's connection; errors name the node and `key`.
+    pub(crate) async fn run<T: FromRedisValue>(
         &self,
         call: &ScriptInvocation<'_>,
         key: &LockKey,
@@ -653,7 +665,7 @@ fn lock_script<'a>(script: &'a Script, keys: &[&str]) -> ScriptInvocation<'a> {
 }
 
 /// Whether any of these URLs asks for TLS (`rediss://`).
-fn any_tls<'a>(urls: impl IntoIterator<Item = &'a redis::ConnectionInfo>) -> bool {
+pub(crate) fn any_tls<'a>(urls: impl IntoIterator<Item = &'a redis::ConnectionInfo>) -> bool {
     urls.into_iter()
         .any(|url| matches!(url.addr(), redis::ConnectionAddr::TcpTls { .. }))
 }
@@ -670,7 +682,7 @@ fn parse_urls(urls: &[impl AsRef<str>]) -> Result<Vec<redis::ConnectionInfo>> {
 
 /// redis-rs's parse errors can quote the URL, password included; say what is
 /// expected instead of echoing it.
-fn invalid_url(err: &redis::RedisError) -> Error {
+pub(crate) fn invalid_url(err: &redis::RedisError) -> Error {
     let what = err
         .detail()
         .filter(|d| !d.contains('@'))

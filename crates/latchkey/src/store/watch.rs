@@ -28,6 +28,8 @@ pub struct Watch {
     /// Handovers only wake the waiter, which then claims the lock with a try of its
     /// own (a store that must have replicas confirm every grant it makes).
     wake_only: bool,
+    /// A watch on several nodes: it fires when any of these does.
+    any_of: Vec<Watch>,
 }
 
 /// A registration on a subscriber connection; dropping it unregisters.
@@ -65,8 +67,7 @@ impl Watch {
         let notifier = Notifier(Arc::downgrade(&wakeup));
         let watch = Watch {
             wakeup: Some(wakeup),
-            subscription: None,
-            wake_only: false,
+            ..Watch::default()
         };
         (watch, notifier)
     }
@@ -79,7 +80,30 @@ impl Watch {
         Watch {
             wakeup: Some(wakeup),
             subscription: Some(Box::new(subscription)),
-            wake_only: false,
+            ..Watch::default()
+        }
+    }
+
+    /// One watch over several (a store on several nodes watches each of them): it
+    /// fires when any of them fires, and is live while any of them is. It only
+    /// wakes: [`take_handed`](Self::take_handed) returns `None`.
+    ///
+    /// ```
+    /// use latchkey::store::Watch;
+    /// let (first, wake_first) = Watch::pair();
+    /// let (second, _wake_second) = Watch::pair();
+    /// let both = Watch::any(vec![first, second]);
+    /// assert!(both.is_live());
+    /// wake_first.wake(None);
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// both.notified().await; // returns at once: the first one fired
+    /// # });
+    /// ```
+    pub fn any(watches: Vec<Watch>) -> Self {
+        Watch {
+            any_of: watches,
+            wake_only: true,
+            ..Watch::default()
         }
     }
 
@@ -100,6 +124,9 @@ impl Watch {
     /// # }
     /// ```
     pub fn is_live(&self) -> bool {
+        if !self.any_of.is_empty() {
+            return self.any_of.iter().any(Watch::is_live);
+        }
         let Some(wakeup) = &self.wakeup else {
             return false;
         };
@@ -127,6 +154,11 @@ impl Watch {
     /// # }
     /// ```
     pub async fn notified(&self) {
+        if !self.any_of.is_empty() {
+            let each = self.any_of.iter().map(|watch| Box::pin(watch.notified()));
+            futures_util::future::select_all(each).await;
+            return;
+        }
         match &self.wakeup {
             Some(wakeup) => wakeup.notify.notified().await,
             None => std::future::pending().await,

@@ -30,6 +30,8 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 const RECONNECT_PAUSE_CAP: Duration = Duration::from_secs(2);
 /// How often the subscriber checks with a PING that its connection still answers.
 const HEARTBEAT: Duration = Duration::from_secs(1);
+/// The message that wakes every waiter of a channel (`scripts/quorum/release.lua`).
+const EVERY_WAITER: &str = "*";
 /// How often a refused subscription is logged at most.
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(60);
 
@@ -253,7 +255,7 @@ impl Shared {
 
     /// Wakes the waiter a release named in `message`: `id:fence:waiter_lease_end`
     /// from a release that granted it the lock; anything else only wakes it to
-    /// re-check.
+    /// re-check. `*` wakes every waiter of the channel.
     fn wake(&self, channel: &str, message: &str) {
         let mut parts = message.split(':');
         let waiter = parts.next().unwrap_or_default();
@@ -265,7 +267,15 @@ impl Shared {
             _ => None,
         };
         let channels = self.lock_channels();
-        if let Some(wakeup) = channels.get(channel).and_then(|c| c.waiters.get(waiter)) {
+        let Some(entry) = channels.get(channel) else {
+            return;
+        };
+        // A quorum's release hands the lock to nobody: every waiter re-checks.
+        if waiter == EVERY_WAITER {
+            entry.waiters.values().for_each(|w| w.wake(None));
+            return;
+        }
+        if let Some(wakeup) = entry.waiters.get(waiter) {
             wakeup.wake(handed);
         }
     }

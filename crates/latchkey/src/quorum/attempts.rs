@@ -1,0 +1,77 @@
+//! The value each quorum hold writes on its nodes: a fresh token per attempt.
+//!
+//! A single server reuses the caller's owner token on every try of one wait, so a
+//! try whose reply was lost is claimed by the next. On a quorum that reuse is
+//! unsafe: an attempt that failed is undone by a release on every node, and a
+//! release stuck on a stalled node (its connection replaced since) can run there
+//! *after* the next attempt's grant, and delete it, while we count that node in our
+//! majority. So each attempt writes a value of its own, and a late release of an
+//! earlier attempt finds nothing of ours to delete.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::error::Result;
+use crate::key::LockKey;
+use crate::lease::Ttl;
+use crate::token::OwnerToken;
+
+/// What one owner's latest attempt on one lock wrote, and the token it got.
+#[derive(Clone, Debug)]
+pub(crate) struct Hold {
+    pub(crate) value: OwnerToken,
+    pub(crate) ttl: Ttl,
+    /// The fencing token, once granted (0 before).
+    pub(crate) fence: u64,
+}
+
+/// The holds of one store's owners, by lock and owner.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Attempts(Arc<Mutex<HashMap<(String, String), Hold>>>);
+
+impl Attempts {
+    /// Starts a new attempt of `owner` on `key`: a fresh value replaces the last.
+    pub(crate) fn start(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<Hold> {
+        let hold = Hold {
+            value: OwnerToken::generate()?,
+            ttl,
+            fence: 0,
+        };
+        self.lock().insert(entry(key, owner), hold.clone());
+        Ok(hold)
+    }
+
+    /// Records that `owner`'s attempt got `fence`.
+    pub(crate) fn granted(&self, key: &LockKey, owner: &OwnerToken, fence: u64) {
+        if let Some(hold) = self.lock().get_mut(&entry(key, owner)) {
+            hold.fence = fence;
+        }
+    }
+
+    /// `owner`'s latest attempt on `key`. An owner this store never saw (an operator
+    /// breaking a lock with the value it read) is taken to be the value itself.
+    pub(crate) fn latest(&self, key: &LockKey, owner: &OwnerToken) -> Hold {
+        self.lock()
+            .get(&entry(key, owner))
+            .cloned()
+            .unwrap_or_else(|| Hold {
+                value: owner.clone(),
+                ttl: Ttl::DEFAULT,
+                fence: 0,
+            })
+    }
+
+    /// Forgets `owner`'s attempts on `key` (it released the lock).
+    pub(crate) fn forget(&self, key: &LockKey, owner: &OwnerToken) {
+        self.lock().remove(&entry(key, owner));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Hold>> {
+        // A panic elsewhere while holding the lock leaves plain data; keep using it.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn entry(key: &LockKey, owner: &OwnerToken) -> (String, String) {
+    (key.as_str().to_owned(), owner.as_str().to_owned())
+}

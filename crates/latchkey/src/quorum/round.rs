@@ -1,0 +1,60 @@
+//! One round of a quorum: the same request to several nodes at once, each within
+//! its own deadline, collected until the outcome is settled.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+use crate::error::{Error, Result};
+use crate::store::RedisStore;
+
+/// The answers of one round, by node index; `None` for a node not asked, or not
+/// yet answered when the round was settled.
+pub(crate) type Answers<T> = Vec<Option<Result<T>>>;
+
+/// Sends `call` to the nodes `asked` (indices into `nodes`) at once and collects
+/// their answers until `settled` says the outcome is known or every one answered.
+/// A node that does not answer within `deadline` counts as failed, so a slow or
+/// stopped node never holds the round up for longer than that.
+///
+/// Requests still in flight when the round settles are not cancelled on the
+/// server: they may still run there, which every caller allows for.
+pub(crate) async fn ask<'a, T, F, Fut>(
+    nodes: &'a [RedisStore],
+    asked: &[usize],
+    deadline: Duration,
+    call: F,
+    mut settled: impl FnMut(&Answers<T>) -> bool,
+) -> Answers<T>
+where
+    F: Fn(&'a RedisStore) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let mut answers: Answers<T> = nodes.iter().map(|_| None).collect();
+    let mut pending: FuturesUnordered<_> = asked
+        .iter()
+        .map(|&index| {
+            let node = &nodes[index];
+            let request = tokio::time::timeout(deadline, call(node));
+            async move {
+                let reply = request
+                    .await
+                    .unwrap_or_else(|_| Err(Error::no_reply_within(node.node(), deadline)));
+                (index, reply)
+            }
+        })
+        .collect();
+    while let Some((index, reply)) = pending.next().await {
+        answers[index] = Some(reply);
+        if settled(&answers) {
+            break;
+        }
+    }
+    answers
+}
+
+/// Every node's index, to ask them all.
+pub(crate) fn all(nodes: &[RedisStore]) -> Vec<usize> {
+    (0..nodes.len()).collect()
+}

@@ -1,0 +1,633 @@
+//! The quorum store: one lock over N independent Redis masters (Redlock), with
+//! fencing tokens that hold across the quorum.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::attempts::{Attempts, Hold};
+use super::report::{NodeAnswer, NodeReport};
+use super::round::{self, Answers};
+use super::tally::{self, FencePlan, majority};
+use crate::error::{Error, Result};
+use crate::key::LockKey;
+use crate::lease::Ttl;
+use crate::scripts;
+use crate::store::{
+    AcquireRequest, Attempt, Inspect, LockStatus, LockStore, Pass, RESPONSE_TIMEOUT, RedisStore,
+    WakeUps, Watch,
+};
+use crate::token::{OwnerToken, mask_owner};
+
+/// The per-node deadline when none is set: this share of the lease (redsync's
+/// default), so a slow node costs a small part of the validity...
+const DEADLINE_SHARE: u32 = 20;
+/// ...but never less than this (a loopback round trip under load)...
+const MIN_DEADLINE: Duration = Duration::from_millis(2);
+/// ...nor more than the reply timeout of the nodes' connections.
+const MAX_DEADLINE: Duration = RESPONSE_TIMEOUT;
+/// Proposals are at least the node's clock rounded down to this step (µs); see
+/// `scripts/quorum/take.lua` and docs/quorum-fencing.md.
+const CLOCK_STEP_US: u64 = 1_000_000;
+/// How long a node's fencing counter outlives the last grant, extend or write-back
+/// that touched it. Within it, tokens rest on the counters alone; past it, on the
+/// nodes' clocks (as after a restart that lost the data).
+const FENCE_MEMORY: Duration = Duration::from_secs(24 * 3600);
+
+const FAIR_REFUSED: &str = "a fair (FIFO) lock needs one queue, and a quorum of independent \
+     masters has none: use a plain lock with the quorum, or a fair lock on one Redis deployment";
+
+/// A lock store over N independent Redis masters (N odd, at least 3): Redlock, done
+/// with the details its users report.
+///
+/// - Every request goes to all nodes at once, each with its own deadline (by
+///   default 5 % of the lease, from 2 ms to 1 s); an outcome is settled as soon as a
+///   majority answered either way, so a slow or dead node never delays it.
+/// - A lock is granted only while its validity lasts: the lease counted from when
+///   the attempt was sent, less the time it took and 1 % + 2 ms for clock drift.
+/// - A failed attempt is released on every node, the ones that did not answer
+///   included, and a release never hands the lock to anyone.
+/// - An extend needs a majority that still holds the lock, and takes it back on
+///   nodes that lost it (a restart without data), so a long hold keeps its majority.
+/// - Fencing tokens grow strictly across the quorum: the holder writes its token
+///   back to a majority before using it (see docs/quorum-fencing.md).
+/// - Errors name every node and what it said ([`Error::NoQuorum`]).
+///
+/// A quorum has no wait queue: waiters listen on every node and retry when any of
+/// them sees a release, and a fair lock is refused with a clear error.
+///
+/// A node that restarts without its data must stay out for a lease (the longest
+/// TTL in use) before it serves again, as Redlock requires; see the
+/// [crate docs](crate#a-quorum-of-independent-masters).
+///
+/// ```no_run
+/// use latchkey::quorum::QuorumStore;
+///
+/// # async fn demo() -> latchkey::Result<()> {
+/// let store = QuorumStore::open(&["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"]).await?;
+/// let client = latchkey::Client::with_store(store);
+/// let guard = client.mutex("orders:42")?.lock().await?;
+/// println!("fence {}", guard.fence());
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct QuorumStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    nodes: Vec<RedisStore>,
+    /// Every node's address, for errors about the quorum as a whole.
+    names: String,
+    node_deadline: Option<Duration>,
+    attempts: Attempts,
+}
+
+/// One node's answer to a take.
+enum Taken {
+    Granted(u64),
+    Busy {
+        pttl: Option<Duration>,
+        holder: String,
+    },
+}
+
+impl QuorumStore {
+    /// Connects to every master in `urls` (N odd, at least 3, all different) and
+    /// checks that a majority answers. Nodes that are down are tried again on every
+    /// request.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a bad URL, fewer than 3 nodes, an even number
+    /// or the same node twice; a configuration error of any node (authentication,
+    /// ACL, TLS, not Redis) as that node's error; [`Error::NoQuorum`] when fewer than
+    /// a majority answer.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let store = latchkey::quorum::QuorumStore::open(&[
+    ///     "redis://127.0.0.1:7001",
+    ///     "redis://127.0.0.1:7002",
+    ///     "redis://127.0.0.1:7003",
+    /// ])
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open(urls: &[impl AsRef<str>]) -> Result<Self> {
+        let (nodes, tls) = parse(urls)?;
+        let checks = nodes.iter().zip(tls).map(|(node, tls)| {
+            let node = node.clone();
+            async move { node.checked(tls).await }
+        });
+        let checked = futures_util::future::join_all(checks).await;
+        let mut reports = Vec::new();
+        for (node, check) in nodes.iter().zip(checked) {
+            let answer = match check {
+                Ok(_) => NodeAnswer::Granted,
+                Err(error) if !error.is_transient() => return Err(error),
+                Err(error) => NodeAnswer::Failed(Box::new(error)),
+            };
+            reports.push(NodeReport::new(node.node(), answer));
+        }
+        let up = reports
+            .iter()
+            .filter(|r| matches!(r.answer, NodeAnswer::Granted))
+            .count();
+        if up < majority(nodes.len()) {
+            return Err(Error::NoQuorum {
+                key: String::new(),
+                needed: majority(nodes.len()),
+                nodes: reports,
+                late: None,
+            });
+        }
+        for report in reports.iter().filter(|r| r.answer.outcome_unknown()) {
+            tracing::warn!(%report, "a quorum node is down; locking with the others");
+        }
+        Ok(Self::from_nodes(nodes))
+    }
+
+    fn from_nodes(nodes: Vec<RedisStore>) -> Self {
+        let names = nodes
+            .iter()
+            .map(RedisStore::node)
+            .collect::<Vec<_>>()
+            .join(", ");
+        QuorumStore {
+            inner: Arc::new(Inner {
+                nodes,
+                names,
+                node_deadline: None,
+                attempts: Attempts::default(),
+            }),
+        }
+    }
+
+    /// The same store with a fixed per-node deadline instead of 5 % of each lease.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] outside 1 ms to 1 s (the nodes' reply timeout).
+    ///
+    /// ```no_run
+    /// # async fn demo(store: latchkey::quorum::QuorumStore) -> latchkey::Result<()> {
+    /// let store = store.with_node_deadline(std::time::Duration::from_millis(50))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_node_deadline(self, deadline: Duration) -> Result<Self> {
+        if deadline < Duration::from_millis(1) || deadline > MAX_DEADLINE {
+            return Err(Error::InvalidArgument(format!(
+                "a per-node deadline of {deadline:?}: it must be from 1ms to {MAX_DEADLINE:?}"
+            )));
+        }
+        let inner = Inner {
+            nodes: self.inner.nodes.clone(),
+            names: self.inner.names.clone(),
+            node_deadline: Some(deadline),
+            attempts: self.inner.attempts.clone(),
+        };
+        Ok(QuorumStore {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The masters, in the order they were given.
+    ///
+    /// ```no_run
+    /// # fn demo(store: latchkey::quorum::QuorumStore) {
+    /// for node in store.nodes() {
+    ///     println!("{}", node.node());
+    /// }
+    /// # }
+    /// ```
+    pub fn nodes(&self) -> &[RedisStore] {
+        &self.inner.nodes
+    }
+
+    /// How long one node may take to answer a request about a lease of `ttl`.
+    ///
+    /// ```no_run
+    /// # fn demo(store: latchkey::quorum::QuorumStore) {
+    /// println!("{:?}", store.node_deadline(latchkey::Ttl::DEFAULT)); // 1s: 5 % of 30 s, capped
+    /// # }
+    /// ```
+    pub fn node_deadline(&self, ttl: Ttl) -> Duration {
+        self.inner.node_deadline.unwrap_or_else(|| {
+            (ttl.as_duration() / DEADLINE_SHARE).clamp(MIN_DEADLINE, MAX_DEADLINE)
+        })
+    }
+
+    fn majority(&self) -> usize {
+        majority(self.inner.nodes.len())
+    }
+
+    /// Asks every node in `asked`; settled once `yes` answers (by `is_yes`) reach
+    /// `needed`, or the others make that impossible.
+    async fn ask<'a, T, Fut>(
+        &'a self,
+        asked: &[usize],
+        deadline: Duration,
+        needed: usize,
+        call: impl Fn(&'a RedisStore) -> Fut,
+        is_yes: impl Fn(&T) -> bool,
+    ) -> Answers<T>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let count = asked.len();
+        round::ask(&self.inner.nodes, asked, deadline, call, |answers| {
+            let yes = answers
+                .iter()
+                .filter(|a| matches!(a, Some(Ok(v)) if is_yes(v)))
+                .count();
+            let no = answers.iter().flatten().count() - yes;
+            tally::settled(count, needed, yes, no).is_some()
+        })
+        .await
+    }
+
+    /// Releases `value` on every node, each within `deadline`; how many released.
+    async fn release_everywhere(&self, key: &LockKey, value: &OwnerToken, deadline: Duration) -> Answers<bool> {
+        let all = round::all(&self.inner.nodes);
+        round::ask(&self.inner.nodes, &all, deadline, |node| release(node, key, value), |_| false).await
+    }
+
+    /// Undoes a failed attempt on every node.
+    async fn undo(&self, key: &LockKey, hold: &Hold) {
+        let deadline = self.node_deadline(hold.ttl);
+        let answers = self.release_everywhere(key, &hold.value, deadline).await;
+        if answers.iter().any(|a| !matches!(a, Some(Ok(_)))) {
+            tracing::debug!(key = %key, "a failed quorum attempt was not undone on every node; it expires with its lease there");
+        }
+    }
+
+    fn no_quorum(&self, key: &LockKey, reports: Vec<NodeReport>, late: Option<Duration>) -> Error {
+        Error::NoQuorum {
+            key: key.to_string(),
+            needed: self.majority(),
+            nodes: reports,
+            late,
+        }
+    }
+
+    /// Each node's answer for an error, by `describe` for the ones that answered.
+    fn reports<T>(&self, answers: Answers<T>, describe: impl Fn(T) -> NodeAnswer) -> Vec<NodeReport> {
+        self.inner
+            .nodes
+            .iter()
+            .zip(answers)
+            .map(|(node, answer)| {
+                let answer = match answer {
+                    None => NodeAnswer::Unanswered,
+                    Some(Ok(value)) => describe(value),
+                    Some(Err(error)) => NodeAnswer::Failed(Box::new(error)),
+                };
+                NodeReport::new(node.node(), answer)
+            })
+            .collect()
+    }
+
+    /// Raises the counters of the nodes in `plan` that proposed less than the fence,
+    /// until a majority carries it; false if that majority was not reached.
+    async fn write_back(&self, key: &LockKey, hold: &Hold, plan: &FencePlan) -> (bool, Answers<bool>) {
+        let needed = plan.still_needed(self.inner.nodes.len());
+        if needed == 0 {
+            return (true, Vec::new());
+        }
+        let deadline = self.node_deadline(hold.ttl);
+        let fence = plan.fence;
+        let answers = self
+            .ask(&plan.raise, deadline, needed, |node| raise(node, key, hold, fence), |held| *held)
+            .await;
+        let confirmed = answers.iter().filter(|a| matches!(a, Some(Ok(true)))).count();
+        (confirmed >= needed, answers)
+    }
+
+    /// The refusal of a take that did not reach a majority: busy when others hold
+    /// enough nodes, an error naming every node when failures alone decided it.
+    fn refused(&self, key: &LockKey, granted: usize, answers: Answers<Taken>) -> Result<Attempt> {
+        let nodes = self.inner.nodes.len();
+        let failed = answers.iter().filter(|a| matches!(a, Some(Err(_)))).count();
+        let mut busy: Vec<(Option<Duration>, String)> = answers
+            .iter()
+            .filter_map(|a| match a {
+                Some(Ok(Taken::Busy { pttl, holder })) => Some((*pttl, holder.clone())),
+                _ => None,
+            })
+            .collect();
+        if failed > nodes - self.majority() || busy.is_empty() {
+            let reports = self.reports(answers, describe_take);
+            return Err(self.no_quorum(key, reports, None));
+        }
+        // The lock comes free for us when enough of its holders' copies end: the
+        // k-th shortest, for the k more nodes a majority needs.
+        busy.sort_by_key(|(pttl, _)| pttl.unwrap_or(Duration::MAX));
+        let more = self.majority().saturating_sub(granted).clamp(1, busy.len());
+        let (pttl, _) = busy[more - 1].clone();
+        let holder = most_common(busy.into_iter().map(|(_, holder)| holder)).map(|(h, _)| h);
+        Ok(Attempt::busy(pttl, holder))
+    }
+}
+
+impl std::fmt::Debug for QuorumStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuorumStore")
+            .field("nodes", &self.inner.names)
+            .finish()
+    }
+}
+
+impl LockStore for QuorumStore {
+    fn node(&self) -> &str {
+        &self.inner.names
+    }
+
+    async fn try_acquire(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        request: AcquireRequest,
+    ) -> Result<Attempt> {
+        if request.fair {
+            return Err(Error::InvalidArgument(FAIR_REFUSED.to_owned()));
+        }
+        let sent = Instant::now();
+        let hold = self.inner.attempts.start(key, owner, request.ttl)?;
+        let deadline = self.node_deadline(request.ttl);
+        let all = round::all(&self.inner.nodes);
+        let ttl = request.ttl;
+        let answers = self
+            .ask(&all, deadline, self.majority(), |node| take(node, key, &hold.value, ttl), |t| {
+                matches!(t, Taken::Granted(_))
+            })
+            .await;
+        let proposals: Vec<(usize, u64)> = answers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| match a {
+                Some(Ok(Taken::Granted(proposal))) => Some((i, *proposal)),
+                _ => None,
+            })
+            .collect();
+        if proposals.len() < self.majority() {
+            let refusal = self.refused(key, proposals.len(), answers);
+            self.undo(key, &hold).await;
+            return refusal;
+        }
+        let plan = FencePlan::new(&proposals);
+        let (carried, raised) = self.write_back(key, &hold, &plan).await;
+        let failure = match carried {
+            false => Some(self.no_quorum(key, self.reports(raised, describe_held), None)),
+            // Granted too late: what is left of the lease cannot be trusted.
+            true if ttl.valid_until(sent) <= Instant::now() => {
+                let late = Some(sent.elapsed());
+                Some(self.no_quorum(key, self.reports(answers, describe_take), late))
+            }
+            true => None,
+        };
+        if let Some(failure) = failure {
+            self.undo(key, &hold).await;
+            return Err(failure);
+        }
+        self.inner.attempts.granted(key, owner, plan.fence);
+        Ok(Attempt::acquired(plan.fence, 0))
+    }
+
+    async fn release(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        _leaving: Option<Ttl>,
+    ) -> Result<bool> {
+        let hold = self.inner.attempts.latest(key, owner);
+        let deadline = self.node_deadline(hold.ttl);
+        let answers = self.release_everywhere(key, &hold.value, deadline).await;
+        let released = answers.iter().filter(|a| matches!(a, Some(Ok(true)))).count();
+        let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
+        if released < self.majority() && answered < self.majority() {
+            // Too few answers to say whether it was ours: the caller retries.
+            let reports = self.reports(answers, describe_held);
+            return Err(self.no_quorum(key, reports, None));
+        }
+        self.inner.attempts.forget(key, owner);
+        Ok(released >= self.majority())
+    }
+
+    async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
+        let sent = Instant::now();
+        let hold = self.inner.attempts.latest(key, owner);
+        let deadline = self.node_deadline(ttl);
+        let all = round::all(&self.inner.nodes);
+        // Every node is asked, so the ones that lost the lock take it back; the
+        // round settles on the nodes that still held it.
+        let answers = self
+            .ask(&all, deadline, self.majority(), |node| extend(node, key, &hold.value, ttl, hold.fence), |e| *e == 1)
+            .await;
+        let held = answers.iter().filter(|a| matches!(a, Some(Ok(1)))).count();
+        let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
+        if held >= self.majority() {
+            // A majority held it, but only a renewal within the validity counts.
+            return Ok(ttl.valid_until(sent) > Instant::now());
+        }
+        if answered >= self.majority() {
+            return Ok(false);
+        }
+        let reports = self.reports(answers, |e| match e {
+            1 => NodeAnswer::Granted,
+            _ => NodeAnswer::NotHeld,
+        });
+        Err(self.no_quorum(key, reports, None))
+    }
+
+    async fn owner(&self, key: &LockKey) -> Result<Option<String>> {
+        let all = round::all(&self.inner.nodes);
+        let deadline = MAX_DEADLINE;
+        let answers = round::ask(&self.inner.nodes, &all, deadline, |node| node.owner(key), |_| false).await;
+        let holders: Vec<Option<String>> = answers.iter().filter_map(|a| a.as_ref()?.as_ref().ok().cloned()).collect();
+        if holders.len() < self.majority() {
+            let reports = self.reports(answers, |_| NodeAnswer::Granted);
+            return Err(self.no_quorum(key, reports, None));
+        }
+        Ok(majority_holder(holders.into_iter().flatten(), self.majority()))
+    }
+}
+
+/// A quorum never passes a lock in-process: the next task takes it on the nodes.
+impl Pass for QuorumStore {}
+
+impl WakeUps for QuorumStore {
+    async fn watch(&self, key: &LockKey, owner: &OwnerToken) -> Result<Watch> {
+        let watches = self.inner.nodes.iter().map(|node| node.watch(key, owner));
+        let watches = futures_util::future::join_all(watches).await;
+        Ok(Watch::any(watches.into_iter().collect::<Result<Vec<_>>>()?))
+    }
+
+    fn join_watch(&self, key: &LockKey, owner: &OwnerToken) -> Option<Watch> {
+        let watches = self
+            .inner
+            .nodes
+            .iter()
+            .map(|node| node.join_watch(key, owner))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Watch::any(watches))
+    }
+}
+
+impl Inspect for QuorumStore {
+    async fn inspect(&self, key: &LockKey) -> Result<LockStatus> {
+        let all = round::all(&self.inner.nodes);
+        let answers = round::ask(&self.inner.nodes, &all, MAX_DEADLINE, |node| node.inspect(key), |_| false).await;
+        let seen: Vec<LockStatus> = answers.iter().filter_map(|a| a.as_ref()?.as_ref().ok().cloned()).collect();
+        if seen.len() < self.majority() {
+            let reports = self.reports(answers, |_| NodeAnswer::Granted);
+            return Err(self.no_quorum(key, reports, None));
+        }
+        let holder = majority_holder(seen.iter().filter_map(|s| s.holder.clone()), self.majority());
+        // Held for as long as a majority of the holder's copies last.
+        let mut left: Vec<Duration> = seen
+            .iter()
+            .filter(|s| s.holder.is_some() && s.holder == holder)
+            .map(|s| s.ttl.unwrap_or(Duration::MAX))
+            .collect();
+        left.sort_unstable_by(|a, b| b.cmp(a));
+        let ttl = holder
+            .as_ref()
+            .and_then(|_| left.get(self.majority() - 1).copied())
+            .filter(|left| *left != Duration::MAX);
+        let fence = seen.iter().filter_map(|s| s.fence).max();
+        Ok(LockStatus::new(holder, ttl, fence, 0))
+    }
+
+    async fn scan(&self, pattern: &str) -> Result<Vec<String>> {
+        let all = round::all(&self.inner.nodes);
+        let answers = round::ask(&self.inner.nodes, &all, MAX_DEADLINE, |node| node.scan(pattern), |_| false).await;
+        let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
+        if answered < self.majority() {
+            let reports = self.reports(answers, |_| NodeAnswer::Granted);
+            return Err(Error::NoQuorum {
+                key: pattern.to_owned(),
+                needed: self.majority(),
+                nodes: reports,
+                late: None,
+            });
+        }
+        let mut keys: Vec<String> = answers.into_iter().flatten().flatten().flatten().collect();
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
+    }
+}
+
+/// The nodes for `urls`, and whether each asked for TLS; checked for count and
+/// duplicates before anything is sent.
+fn parse(urls: &[impl AsRef<str>]) -> Result<(Vec<RedisStore>, Vec<bool>)> {
+    let count = urls.len();
+    if count < 3 || count % 2 == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "a quorum of {count} node(s): it needs an odd number, at least 3 (an even one \
+             tolerates no more failures than one node fewer); for one Redis, use RedisStore"
+        )));
+    }
+    let mut nodes = Vec::with_capacity(count);
+    let mut tls = Vec::with_capacity(count);
+    for url in urls {
+        let client = redis::Client::open(url.as_ref()).map_err(|e| crate::store::invalid_url(&e))?;
+        let info = client.get_connection_info();
+        let name = format!("{}/{}", info.addr(), info.redis_settings().db());
+        tls.push(crate::store::any_tls([info]));
+        let node = info.addr().to_string();
+        if nodes.iter().any(|n: &(String, RedisStore)| n.0 == name) {
+            return Err(Error::InvalidArgument(format!(
+                "{node} is given twice: each node of a quorum must be a different master"
+            )));
+        }
+        nodes.push((name, RedisStore::server(client, node)));
+    }
+    Ok((nodes.into_iter().map(|(_, node)| node).collect(), tls))
+}
+
+async fn take(node: &RedisStore, key: &LockKey, value: &OwnerToken, ttl: Ttl) -> Result<Taken> {
+    let mut call = scripts::QUORUM_TAKE.prepare_invoke();
+    call.key(key.as_str())
+        .key(key.fence())
+        .arg(value.as_str())
+        .arg(ttl.as_millis())
+        .arg(CLOCK_STEP_US)
+        .arg(memory(ttl));
+    let (taken, value, holder): (i64, i64, Option<String>) = node.run(&call, key).await?;
+    if taken == 1 {
+        return Ok(Taken::Granted(u64::try_from(value).unwrap_or(0)));
+    }
+    Ok(Taken::Busy {
+        pttl: u64::try_from(value).ok().map(Duration::from_millis),
+        holder: holder.unwrap_or_default(),
+    })
+}
+
+async fn raise(node: &RedisStore, key: &LockKey, hold: &Hold, fence: u64) -> Result<bool> {
+    let mut call = scripts::QUORUM_FENCE.prepare_invoke();
+    call.key(key.as_str())
+        .key(key.fence())
+        .arg(hold.value.as_str())
+        .arg(fence)
+        .arg(memory(hold.ttl));
+    node.run(&call, key).await
+}
+
+async fn extend(node: &RedisStore, key: &LockKey, value: &OwnerToken, ttl: Ttl, fence: u64) -> Result<i64> {
+    let mut call = scripts::QUORUM_EXTEND.prepare_invoke();
+    call.key(key.as_str())
+        .key(key.fence())
+        .arg(value.as_str())
+        .arg(ttl.as_millis())
+        .arg(fence)
+        .arg(memory(ttl));
+    node.run(&call, key).await
+}
+
+async fn release(node: &RedisStore, key: &LockKey, value: &OwnerToken) -> Result<bool> {
+    let mut call = scripts::QUORUM_RELEASE.prepare_invoke();
+    call.key(key.as_str()).key(key.channel()).arg(value.as_str());
+    node.run(&call, key).await
+}
+
+/// How long a counter is kept: [`FENCE_MEMORY`], or the lease if that is longer.
+fn memory(ttl: Ttl) -> u64 {
+    ttl.as_millis().max(FENCE_MEMORY.as_millis() as u64)
+}
+
+fn describe_take(taken: Taken) -> NodeAnswer {
+    match taken {
+        Taken::Granted(_) => NodeAnswer::Granted,
+        Taken::Busy { pttl, holder } => NodeAnswer::Busy {
+            holder: Some(mask_owner(&holder)),
+            left: pttl,
+        },
+    }
+}
+
+fn describe_held(held: bool) -> NodeAnswer {
+    match held {
+        true => NodeAnswer::Granted,
+        false => NodeAnswer::NotHeld,
+    }
+}
+
+/// The value at least `needed` of `holders` agree on.
+fn majority_holder(holders: impl Iterator<Item = String>, needed: usize) -> Option<String> {
+    let (holder, count) = most_common(holders)?;
+    (count >= needed).then_some(holder)
+}
+
+/// The most frequent of `holders`, and how often it came.
+fn most_common(holders: impl Iterator<Item = String>) -> Option<(String, usize)> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for holder in holders {
+        match counts.iter_mut().find(|(h, _)| *h == holder) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((holder, 1)),
+        }
+    }
+    counts.into_iter().max_by_key(|(_, count)| *count)
+}

@@ -1,0 +1,34 @@
+-- Take a lock on one node of a quorum, and propose a fencing token for it. Needs
+-- clock.lua and grant.lua (for `before_grant`).
+--
+-- A quorum has no wait queue (a FIFO line needs one authority), so this is the
+-- plain `SET NX` of the lock plus the node's fencing counter. The holder takes the
+-- largest proposal of the nodes that granted it, and writes it back (fence.lua) on
+-- a majority before using it; docs/quorum-fencing.md says why that is enough.
+--
+-- KEYS[1]  the lock key: exactly the owner token with a PX expiry.
+-- KEYS[2]  the node's fencing counter.
+-- ARGV     token, ttl_ms, clock_step_us, memory_ms.
+--          clock_step_us: the proposal is at least the server clock rounded down
+--          to this step, so a counter lost with a node's data is made up by its
+--          clock; rounding makes nodes whose clocks agree to the step propose the
+--          same token, which saves the write-back.
+--          memory_ms: how long the counter outlives the last grant that touched it.
+--
+-- Returns {1, proposal, false} when the lock is ours here, {0, pttl, holder} when
+-- someone else holds it.
+
+local lock, fence_key = KEYS[1], KEYS[2]
+local token, ttl, step, memory = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+
+-- GET first: it raises WRONGTYPE before anything is written, and it finds a lock an
+-- earlier request with this token set (its reply lost).
+local holder = redis.call('GET', lock)
+if holder and holder ~= token then
+  return {0, redis.call('PTTL', lock), holder}
+end
+local last, us = before_grant(fence_key)
+local proposal = math.max(last + 1, us - us % step)
+redis.call('SET', lock, token, 'PX', ttl)
+redis.call('SET', fence_key, string.format('%d', proposal), 'PX', memory)
+return {1, proposal, false}
