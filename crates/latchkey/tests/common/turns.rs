@@ -33,7 +33,7 @@ pub struct Turns {
 
 /// Takes the lock `turns.rounds` times through `client`, recording each hold in
 /// `holds`; returns how many attempts failed (transiently: a failover in progress).
-pub async fn take_turns(client: Client, turns: Turns, holds: Holds) -> usize {
+pub async fn take_turns<S: Pass + WakeUps>(client: Client<S>, turns: Turns, holds: Holds) -> usize {
     let fairness = if turns.fair {
         Fairness::Fair
     } else {
@@ -128,7 +128,11 @@ impl UnderLoad {
 
 /// A waiter with a 30 s waiter lease (without a wake-up it would re-check only
 /// after 10 s) gets `name` within 5 s of `holder` releasing it: the release woke it.
-pub async fn assert_release_wakes(holder: &Client, waiter: &Client, name: &str) {
+pub async fn assert_release_wakes<S: Pass + WakeUps>(
+    holder: &Client<S>,
+    waiter: &Client<S>,
+    name: &str,
+) {
     let held = holder
         .mutex(name)
         .unwrap()
