@@ -4,6 +4,7 @@
 //! and lock names) is checked before connecting, so a typo is a usage error (64)
 //! even when no server is up.
 
+use latchkey::quorum::QuorumStore;
 use latchkey::{Client, LockKey, Prefix};
 
 use crate::cli::Global;
@@ -20,9 +21,12 @@ const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 pub fn single_url(global: &Global) -> Result<&str, Failure> {
     match deployment(global)? {
         Deployment::Single(url) => Ok(url),
-        Deployment::Cluster(_) | Deployment::Sentinel(..) => Err(Failure::usage(
-            "this command runs against one Redis server: drop --cluster and --sentinel".to_owned(),
-        )),
+        Deployment::Cluster(_) | Deployment::Sentinel(..) | Deployment::Quorum(_) => {
+            Err(Failure::usage(
+                "this command runs against one Redis server: give one --redis, without --cluster or --sentinel"
+                    .to_owned(),
+            ))
+        }
     }
 }
 
@@ -31,9 +35,32 @@ pub enum Deployment<'a> {
     Single(&'a str),
     Cluster(&'a [String]),
     Sentinel(&'a str, &'a [String]),
+    /// Independent masters: a lock is held on a majority of them (Redlock).
+    Quorum(&'a [String]),
 }
 
-/// The deployment the options describe; several URLs need --cluster or --sentinel.
+/// A client of whichever deployment the options name.
+pub enum Connected {
+    /// One server, a cluster or Sentinel.
+    Redis(Client),
+    /// A quorum of independent masters.
+    Quorum(Client<QuorumStore>),
+}
+
+/// Runs `$body` with `$client` bound to the client of the deployment the options
+/// name, whichever store it has (the body is compiled once per store).
+macro_rules! with_client {
+    ($global:expr, $client:ident => $body:expr) => {
+        match $crate::connect::connect($global).await? {
+            $crate::connect::Connected::Redis($client) => $body,
+            $crate::connect::Connected::Quorum($client) => $body,
+        }
+    };
+}
+pub(crate) use with_client;
+
+/// The deployment the options describe; several URLs without --cluster or
+/// --sentinel are a quorum of independent masters.
 pub fn deployment(global: &Global) -> Result<Deployment<'_>, Failure> {
     let urls = global.redis.as_slice();
     if let Some(master) = &global.sentinel {
@@ -55,11 +82,7 @@ pub fn deployment(global: &Global) -> Result<Deployment<'_>, Failure> {
     match urls {
         [url] => Ok(Deployment::Single(url)),
         [] => Ok(Deployment::Single(DEFAULT_URL)),
-        several => Err(Failure::usage(format!(
-            "{} Redis URLs given: add --cluster for a Redis Cluster's seed nodes or --sentinel MASTER \
-             for Sentinels (quorum over independent servers is not supported yet)",
-            several.len()
-        ))),
+        several => Ok(Deployment::Quorum(several)),
     }
 }
 
@@ -69,7 +92,26 @@ pub fn check_name(global: &Global, name: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Connects to the deployment the options name, with the replica wait and prefix.
+/// Connects to the deployment the options name, a quorum included.
+pub async fn connect(global: &Global) -> Result<Connected, Failure> {
+    let Deployment::Quorum(urls) = deployment(global)? else {
+        return Ok(Connected::Redis(client(global).await?));
+    };
+    no_tls_files(global, "several --redis (a quorum)")?;
+    if global.wait_replicas.is_some() {
+        return Err(Failure::usage(
+            "--wait-replicas is for one primary with replicas; a quorum's masters are independent"
+                .to_owned(),
+        ));
+    }
+    let client = Client::open_quorum(&tls_urls(global, urls)?)
+        .await
+        .map_err(|error| with_tls_advice(error, global))?;
+    Ok(Connected::Quorum(client.with_prefix(&global.prefix)?))
+}
+
+/// Connects to the one Redis deployment the options name (not a quorum), with the
+/// replica wait and prefix.
 pub async fn client(global: &Global) -> Result<Client, Failure> {
     Prefix::new(&global.prefix)?;
     let connected = match deployment(global)? {
@@ -81,6 +123,13 @@ pub async fn client(global: &Global) -> Result<Client, Failure> {
         Deployment::Sentinel(master, sentinels) => {
             no_tls_files(global, "--sentinel")?;
             Client::open_sentinel(master, &tls_urls(global, sentinels)?).await
+        }
+        Deployment::Quorum(urls) => {
+            return Err(Failure::usage(format!(
+                "{} Redis URLs given: this command needs one Redis deployment (add --cluster or \
+                 --sentinel MASTER if the URLs are a cluster's seeds or Sentinels)",
+                urls.len()
+            )));
         }
     };
     let client = connected.map_err(|error| with_tls_advice(error, global))?;

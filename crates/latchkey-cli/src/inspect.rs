@@ -63,8 +63,7 @@ impl LockView {
 pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
-    let client = connect::client(global).await?;
-    let status = client.mutex(name)?.status().await?;
+    let status = connect::with_client!(global, client => client.mutex(name)?.status().await?);
     let view = LockView::new(name, &status);
     match args.json {
         true => output::json(&view)?,
@@ -74,8 +73,7 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
 }
 
 pub async fn list(global: &Global, args: ListArgs) -> Result<u8, Failure> {
-    let client = connect::client(global).await?;
-    let locks = client.list(&args.pattern).await?;
+    let locks = connect::with_client!(global, client => client.list(&args.pattern).await?);
     if args.json {
         let views: Vec<_> = locks
             .iter()
@@ -113,8 +111,7 @@ pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> 
     }
     let name = args.name.as_str();
     connect::check_name(global, name)?;
-    let client = connect::client(global).await?;
-    let was = client.mutex(name)?.force_release().await?;
+    let was = connect::with_client!(global, client => client.mutex(name)?.force_release().await?);
     let report = Broken {
         name: name.to_owned(),
         broken: was.is_some(),

@@ -11,7 +11,8 @@
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use latchkey::{Fairness, Lease, MutexGuard};
+use latchkey::store::{Pass, WakeUps};
+use latchkey::{Client, Fairness, Lease, MutexGuard};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -34,9 +35,20 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     let lease = Lease::renewed(args.ttl)?;
     // From here on those signals are ours to handle: while waiting, by leaving the
     // queue; while the command runs, by passing them on.
-    let mut signals = Signals::listen()?;
+    let signals = Signals::listen()?;
+    connect::with_client!(global, client => hold_and_run(client, args, lease, signals).await)
+}
+
+/// Waits for the lock through `client`, then runs the command under it.
+async fn hold_and_run<S: Pass + WakeUps>(
+    client: Client<S>,
+    args: RunArgs,
+    lease: Lease,
+    mut signals: Signals,
+) -> Result<u8, Failure> {
+    let name = args.name.as_str();
     let guard = tokio::select! {
-        taken = take(global, &args, lease) => taken?,
+        taken = take(&client, &args, lease) => taken?,
         signal = signals.recv() => return Err(interrupted(signal, name).await),
     };
     tracing::debug!(lock = %name, fence = guard.fence(), "lock taken");
@@ -53,8 +65,11 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
 }
 
 /// Connects and waits for the lock as the options say.
-async fn take(global: &Global, args: &RunArgs, lease: Lease) -> Result<MutexGuard, Failure> {
-    let client = connect::client(global).await?;
+async fn take<S: Pass + WakeUps>(
+    client: &Client<S>,
+    args: &RunArgs,
+    lease: Lease,
+) -> Result<MutexGuard<S>, Failure> {
     let fairness = match args.fair {
         true => Fairness::Fair,
         false => Fairness::Plain,
@@ -87,7 +102,7 @@ async fn interrupted(signal: Signal, name: &str) -> Failure {
     )
 }
 
-fn spawn(args: &RunArgs, guard: &MutexGuard) -> Result<Child, Failure> {
+fn spawn<S: Pass + WakeUps>(args: &RunArgs, guard: &MutexGuard<S>) -> Result<Child, Failure> {
     let (program, rest) = args
         .command
         .split_first()
@@ -143,9 +158,9 @@ impl Signals {
 }
 
 /// Waits for the child, forwarding signals, and stops it if the lease is lost.
-async fn supervise(
+async fn supervise<S: Pass + WakeUps>(
     mut child: Child,
-    guard: &MutexGuard,
+    guard: &MutexGuard<S>,
     args: &RunArgs,
     signals: &mut Signals,
 ) -> Result<u8, Failure> {
@@ -205,7 +220,7 @@ fn exit_code(status: ExitStatus) -> u8 {
         .unwrap_or(1)
 }
 
-async fn release(guard: MutexGuard) {
+async fn release<S: Pass + WakeUps>(guard: MutexGuard<S>) {
     match tokio::time::timeout(RELEASE_TIMEOUT, guard.release()).await {
         Ok(Ok(_)) => {}
         Ok(Err(error)) => eprintln!(

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use latchkey::store::{Pass, WakeUps};
 use latchkey::{Error, Mutex, MutexGuard};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -14,16 +15,16 @@ use crate::record::{Mode, Outcome, now_us};
 const PLAIN_WAIT: Duration = Duration::from_secs(2);
 
 /// What an attempt asked and got.
-pub struct Attempted {
+pub struct Attempted<S: Pass + WakeUps> {
     pub mode: Mode,
     pub timeout: Option<Duration>,
     /// When the answer came (wall µs): for a guard, when `lock()` returned it.
     pub end_us: u64,
     /// The guard, or how the attempt ended.
-    pub result: Result<MutexGuard, Outcome>,
+    pub result: Result<MutexGuard<S>, Outcome>,
 }
 
-impl Attempted {
+impl<S: Pass + WakeUps> Attempted<S> {
     pub fn outcome(&self) -> Outcome {
         match &self.result {
             Ok(_) => Outcome::Acquired,
@@ -33,7 +34,7 @@ impl Attempted {
 }
 
 /// Asks for `mutex` in a random mode.
-pub async fn attempt(mutex: &Mutex, rng: &mut StdRng) -> Attempted {
+pub async fn attempt<S: Pass + WakeUps>(mutex: &Mutex<S>, rng: &mut StdRng) -> Attempted<S> {
     let mode = [
         Mode::Timeout,
         Mode::Select,
@@ -74,12 +75,18 @@ pub async fn attempt(mutex: &Mutex, rng: &mut StdRng) -> Attempted {
     }
 }
 
-async fn timed(mutex: &Mutex, wait: Duration) -> Result<(MutexGuard, u64), Outcome> {
+async fn timed<S: Pass + WakeUps>(
+    mutex: &Mutex<S>,
+    wait: Duration,
+) -> Result<(MutexGuard<S>, u64), Outcome> {
     outcome(mutex.lock_timeout(wait).await)
 }
 
 /// `lock()` in its own task, aborted `after` (unless it won first).
-async fn aborted(mutex: &Mutex, after: Duration) -> Result<(MutexGuard, u64), Outcome> {
+async fn aborted<S: Pass + WakeUps>(
+    mutex: &Mutex<S>,
+    after: Duration,
+) -> Result<(MutexGuard<S>, u64), Outcome> {
     let mutex = mutex.clone();
     let task = tokio::spawn(async move { outcome(mutex.lock().await) });
     tokio::time::sleep(after).await;
@@ -94,7 +101,9 @@ async fn aborted(mutex: &Mutex, after: Duration) -> Result<(MutexGuard, u64), Ou
 }
 
 /// The library's answer, stamped with when it came.
-fn outcome(locked: latchkey::Result<MutexGuard>) -> Result<(MutexGuard, u64), Outcome> {
+fn outcome<S: Pass + WakeUps>(
+    locked: latchkey::Result<MutexGuard<S>>,
+) -> Result<(MutexGuard<S>, u64), Outcome> {
     let at = now_us();
     match locked {
         Ok(guard) => Ok((guard, at)),
@@ -108,7 +117,10 @@ fn outcome(locked: latchkey::Result<MutexGuard>) -> Result<(MutexGuard, u64), Ou
 /// Releases `guard` in a spawned task aborted a few µs to ms later: what the release
 /// answered (`None` if it failed or was aborted), and whether it was aborted. The
 /// guard's drop must free the lock either way.
-pub async fn release_aborted(guard: MutexGuard, rng: &mut StdRng) -> (Option<bool>, bool) {
+pub async fn release_aborted<S: Pass + WakeUps>(
+    guard: MutexGuard<S>,
+    rng: &mut StdRng,
+) -> (Option<bool>, bool) {
     let task = tokio::spawn(guard.release());
     match rng.random_range(0..3) {
         // Before the task has run at all.
@@ -132,9 +144,9 @@ pub async fn release_aborted(guard: MutexGuard, rng: &mut StdRng) -> (Option<boo
 /// that task right after the release passed it the lock, before or just after it
 /// could hear so. What the release answered; the lock must not stay with the
 /// aborted task.
-pub async fn release_to_aborted_waiter(
-    guard: MutexGuard,
-    mutex: &Mutex,
+pub async fn release_to_aborted_waiter<S: Pass + WakeUps>(
+    guard: MutexGuard<S>,
+    mutex: &Mutex<S>,
     rng: &mut StdRng,
 ) -> Option<bool> {
     let waiter = {

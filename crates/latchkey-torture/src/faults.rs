@@ -4,13 +4,14 @@
 use std::io;
 use std::time::Duration;
 
-use latchkey_testkit::{NewConnections, RedisServer, Restart};
+use latchkey_testkit::{FaultProxy, NewConnections, RedisServer, Restart};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::lock_cluster::ClusterServers;
+use crate::lock_quorum::QuorumServers;
 use crate::lock_servers::LockServers;
 use crate::record::now_us;
 use crate::servers::Servers;
@@ -61,6 +62,15 @@ pub enum Fault {
     /// (`--cluster`) SIGSTOP the primary of a lock's shard until its replica took
     /// over (its connections stall: no reset), then SIGCONT: it rejoins as a replica.
     PausePrimary,
+    /// (`--quorum`) SIGSTOP one master for three leases.
+    PauseMaster,
+    /// (`--quorum`) SIGSTOP as many masters as the quorum can lose for three leases.
+    PauseMinority,
+    /// (`--quorum`) Kill one master and restart it empty after the documented delay
+    /// (three leases and the clock step).
+    RestartMasterLate,
+    /// (`--quorum`) Kill one master and restart it at once from its append-only file.
+    KillMaster,
 }
 
 impl Fault {
@@ -92,11 +102,27 @@ impl Fault {
         Fault::PausePrimary,
     ];
 
-    pub fn pick(rng: &mut impl Rng, cluster: bool) -> Fault {
-        let faults: &[Fault] = if cluster {
-            &Fault::CLUSTER
-        } else {
-            &Fault::ALL
+    /// The faults of a `--quorum` run: the network faults hit the proxy of one
+    /// master (a connection reset hits them all).
+    pub const QUORUM: [Fault; 11] = [
+        Fault::KillWorker,
+        Fault::PauseWorker,
+        Fault::ClientKill,
+        Fault::PauseMaster,
+        Fault::PauseMinority,
+        Fault::RestartMasterLate,
+        Fault::KillMaster,
+        Fault::StallNetwork,
+        Fault::BlackHole,
+        Fault::Latency,
+        Fault::ResetConnections,
+    ];
+
+    pub fn pick(rng: &mut impl Rng, servers: &Servers) -> Fault {
+        let faults: &[Fault] = match servers {
+            Servers::Single(_) => &Fault::ALL,
+            Servers::Cluster(_) => &Fault::CLUSTER,
+            Servers::Quorum(_) => &Fault::QUORUM,
         };
         faults[rng.random_range(0..faults.len())]
     }
@@ -165,6 +191,7 @@ pub async fn inject(
         (Fault::PauseWorker, _) => worker = Some(pause_worker(ttl, workers, rng).await),
         (_, Servers::Single(servers)) => on_one_node(fault, ttl, servers, rng).await?,
         (_, Servers::Cluster(cluster)) => on_cluster(fault, cluster, rng).await?,
+        (_, Servers::Quorum(quorum)) => on_quorum(fault, ttl, quorum, rng).await?,
     }
     Ok(FaultWindow {
         fault,
@@ -205,6 +232,34 @@ async fn on_cluster(
     }
 }
 
+/// A fault of the quorum's masters, or of the network to one of them.
+async fn on_quorum(
+    fault: Fault,
+    ttl: Duration,
+    quorum: &mut QuorumServers,
+    rng: &mut impl Rng,
+) -> io::Result<()> {
+    let long = ttl * 3;
+    match fault {
+        Fault::PauseMaster => quorum.pause_one(long, rng).await,
+        Fault::PauseMinority => quorum.pause_minority(long, rng).await,
+        Fault::RestartMasterLate => quorum.restart_late(ttl, rng).await,
+        Fault::KillMaster => quorum.kill_one(rng).await,
+        Fault::ClientKill => {
+            quorum.client_kill();
+            Ok(())
+        }
+        Fault::ResetConnections => {
+            quorum.proxies().iter().for_each(FaultProxy::reset_all);
+            Ok(())
+        }
+        other => {
+            let master = quorum.pick(rng);
+            on_network(other, long, quorum.proxy(master), rng).await
+        }
+    }
+}
+
 /// A fault of the primary/replica pair behind the proxy.
 async fn on_one_node(
     fault: Fault,
@@ -233,32 +288,43 @@ async fn on_one_node(
             servers.fail_over(lag).await?
         }
         Fault::ClientKill => client_kill(servers.primary()),
+        other => on_network(other, long, servers.proxy(), rng).await?,
+    }
+    Ok(())
+}
+
+/// A fault of the network through `proxy`, for `long`.
+async fn on_network(
+    fault: Fault,
+    long: Duration,
+    proxy: &FaultProxy,
+    rng: &mut impl Rng,
+) -> io::Result<()> {
+    match fault {
         Fault::StallNetwork => {
-            servers.proxy().stall_all();
+            proxy.stall_all();
             tokio::time::sleep(long).await;
-            servers.proxy().resume_all();
+            proxy.resume_all();
             if rng.random_bool(0.5) {
-                servers.proxy().reset_all();
+                proxy.reset_all();
             }
         }
         Fault::BlackHole => {
-            servers
-                .proxy()
-                .set_new_connections(NewConnections::BlackHole);
-            servers.proxy().reset_all();
+            proxy.set_new_connections(NewConnections::BlackHole);
+            proxy.reset_all();
             tokio::time::sleep(long).await;
-            servers.proxy().set_new_connections(NewConnections::Forward);
+            proxy.set_new_connections(NewConnections::Forward);
         }
         Fault::Latency => {
             let mut delay = || Duration::from_millis(rng.random_range(20..=150));
-            servers.proxy().set_latency(delay(), delay());
+            proxy.set_latency(delay(), delay());
             tokio::time::sleep(long).await;
-            servers.proxy().set_latency(Duration::ZERO, Duration::ZERO);
+            proxy.set_latency(Duration::ZERO, Duration::ZERO);
         }
-        Fault::ResetConnections => servers.proxy().reset_all(),
+        Fault::ResetConnections => proxy.reset_all(),
         other => {
             return Err(io::Error::other(format!(
-                "{other:?} is not a fault of one node"
+                "{other:?} is not a fault of this deployment"
             )));
         }
     }

@@ -97,7 +97,7 @@ impl LockServers {
 
 /// Runs a blocking server operation until it succeeds: a port may linger for a moment
 /// after a kill.
-async fn retried(mut operation: impl FnMut() -> io::Result<()>) -> io::Result<()> {
+pub(crate) async fn retried(mut operation: impl FnMut() -> io::Result<()>) -> io::Result<()> {
     let mut last = io::Error::other("not attempted");
     for _ in 0..RESTART_ATTEMPTS {
         match tokio::task::block_in_place(&mut operation) {

@@ -8,6 +8,7 @@ mod checker;
 mod faults;
 mod history;
 mod lock_cluster;
+mod lock_quorum;
 mod lock_servers;
 mod record;
 mod report;
@@ -27,6 +28,7 @@ use rand::{Rng, SeedableRng};
 use crate::faults::Fault;
 use crate::history::{History, RunFacts};
 use crate::lock_cluster::ClusterServers;
+use crate::lock_quorum::QuorumServers;
 use crate::lock_servers::LockServers;
 use crate::record::{micros, now_us};
 use crate::sampler::Sampler;
@@ -92,8 +94,23 @@ pub struct RunArgs {
     keep: bool,
     /// Lock on a Redis Cluster (three primaries with a replica each) instead of a
     /// primary/replica pair behind the proxy; faults fail shards over.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "quorum")]
     cluster: bool,
+    /// Lock on a quorum of N independent masters (N odd, at least 3), each behind a
+    /// proxy of its own; faults pause, kill and restart masters and cut the network
+    /// to one of them.
+    #[arg(long, value_name = "N", value_parser = quorum_size)]
+    quorum: Option<usize>,
+}
+
+fn quorum_size(text: &str) -> Result<usize, String> {
+    let count: usize = text.parse().map_err(|e| format!("{e}"))?;
+    match count >= 3 && count % 2 == 1 {
+        true => Ok(count),
+        false => Err(format!(
+            "a quorum of {count}: it must be odd and at least 3"
+        )),
+    }
 }
 
 /// Options of one worker process.
@@ -146,9 +163,10 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
     let seed = *args.seed.get_or_insert_with(rand::random);
     println!("seed {seed} (repeat with --seed {seed})");
     let locks: Vec<String> = (0..args.locks).map(|l| format!("torture:{l}")).collect();
-    let mut servers = tokio::task::block_in_place(|| match args.cluster {
-        true => ClusterServers::start(locks.clone()).map(Servers::Cluster),
-        false => LockServers::start().map(|servers| Servers::Single(Box::new(servers))),
+    let mut servers = tokio::task::block_in_place(|| match (args.cluster, args.quorum) {
+        (true, _) => ClusterServers::start(locks.clone()).map(Servers::Cluster),
+        (false, Some(count)) => QuorumServers::start(count).map(Servers::Quorum),
+        (false, None) => LockServers::start().map(|servers| Servers::Single(Box::new(servers))),
     })
     .map_err(|e| format!("starting the lock servers: {e}"))?;
     let resource = tokio::task::block_in_place(RedisServer::start)
@@ -164,7 +182,7 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
     let started = Instant::now();
     while started.elapsed() < args.duration {
         tokio::time::sleep(Duration::from_millis(rng.random_range(300..1200))).await;
-        let fault = Fault::pick(&mut rng, servers.is_cluster());
+        let fault = Fault::pick(&mut rng, &servers);
         progress.set_message(format!("{fault:?}"));
         let window = faults::inject(fault, args.ttl, &mut servers, &mut workers, &mut rng)
             .await

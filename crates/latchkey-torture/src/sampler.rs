@@ -1,5 +1,6 @@
-//! Watches who holds each lock in Redis itself, every 20 ms, on the current primary:
-//! the evidence for the "no orphan holds" check.
+//! Watches who holds each lock in Redis itself, every 20 ms, on the current primary
+//! (on a quorum, what a majority of the masters hold): the evidence for the "no
+//! orphan holds" check.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -37,12 +38,16 @@ pub enum Target {
     Primary(Arc<AtomicU16>),
     /// A cluster, from its seed URLs (its clients follow failovers).
     Cluster(Vec<String>),
+    /// A quorum's masters, by port: a lock is held when a majority holds it.
+    Quorum(Vec<u16>),
 }
 
 /// A connection to where the locks live now.
 enum Sampled {
     Node(u16, MultiplexedConnection),
     Cluster(ClusterConnection),
+    /// One connection per master; `None` for one that is down now.
+    Quorum(Vec<Option<MultiplexedConnection>>),
 }
 
 /// The running sampler; [`Sampler::stop`] returns what it saw.
@@ -91,6 +96,7 @@ async fn sample(
         let seen = match &mut conn {
             Some(Sampled::Node(_, node)) => holders(node, &locks).await,
             Some(Sampled::Cluster(cluster)) => holders(cluster, &locks).await,
+            Some(Sampled::Quorum(masters)) => majority_holders(&target, masters, &locks).await,
             None => continue,
         };
         match seen {
@@ -105,14 +111,9 @@ async fn connect(target: &Target) -> Option<Sampled> {
     match target {
         Target::Primary(port) => {
             let port = port.load(Ordering::Relaxed);
-            let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
-            let connecting = client.get_multiplexed_async_connection();
-            let conn = tokio::time::timeout(SAMPLE_TIMEOUT, connecting)
-                .await
-                .ok()?
-                .ok()?;
-            Some(Sampled::Node(port, conn))
+            Some(Sampled::Node(port, connect_node(port).await?))
         }
+        Target::Quorum(ports) => Some(Sampled::Quorum(vec![None; ports.len()])),
         Target::Cluster(seeds) => {
             let client = redis::cluster::ClusterClient::builder(seeds.clone())
                 .response_timeout(SAMPLE_TIMEOUT)
@@ -127,6 +128,77 @@ async fn connect(target: &Target) -> Option<Sampled> {
             Some(Sampled::Cluster(conn))
         }
     }
+}
+
+async fn connect_node(port: u16) -> Option<MultiplexedConnection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+    let connecting = client.get_multiplexed_async_connection();
+    tokio::time::timeout(SAMPLE_TIMEOUT, connecting)
+        .await
+        .ok()?
+        .ok()
+}
+
+/// What a majority of the masters hold for each lock, with the PTTL of the copy
+/// whose end would leave fewer than a majority; `None` when fewer than a majority
+/// answered. Each attempt on a quorum writes `N/` and its owner token: the token
+/// is what the holder logged.
+async fn majority_holders(
+    target: &Target,
+    masters: &mut [Option<MultiplexedConnection>],
+    locks: &[String],
+) -> Option<Vec<(Option<String>, i64)>> {
+    let Target::Quorum(ports) = target else {
+        return None;
+    };
+    let mut answers = Vec::new();
+    for (conn, &port) in masters.iter_mut().zip(ports) {
+        if conn.is_none() {
+            *conn = connect_node(port).await;
+        }
+        let Some(node) = conn else { continue };
+        match holders(node, locks).await {
+            Some(seen) => answers.push(seen),
+            None => *conn = None,
+        }
+    }
+    let majority = ports.len() / 2 + 1;
+    if answers.len() < majority {
+        return None;
+    }
+    let held = (0..locks.len())
+        .map(|lock| {
+            let copies: Vec<(String, i64)> = answers
+                .iter()
+                .filter_map(|seen| {
+                    let (token, pttl) = &seen[lock];
+                    let token = token.as_deref()?;
+                    let owner = token.split_once('/').map_or(token, |(_, owner)| owner);
+                    Some((owner.to_owned(), *pttl))
+                })
+                .collect();
+            majority_copy(copies, majority).map_or((None, -2), |(t, p)| (Some(t), p))
+        })
+        .collect();
+    Some(held)
+}
+
+/// The token at least `majority` of `copies` hold, and the PTTL that leaves
+/// `majority` of them alive.
+fn majority_copy(copies: Vec<(String, i64)>, majority: usize) -> Option<(String, i64)> {
+    let token = copies
+        .iter()
+        .find(|(t, _)| copies.iter().filter(|(o, _)| o == t).count() >= majority)?
+        .0
+        .clone();
+    let mut pttls: Vec<i64> = copies
+        .iter()
+        .filter(|(t, _)| *t == token)
+        .map(|(_, p)| if *p < 0 { i64::MAX } else { *p })
+        .collect();
+    pttls.sort_unstable_by(|a, b| b.cmp(a));
+    let pttl = pttls[majority - 1];
+    Some((token, if pttl == i64::MAX { -1 } else { pttl }))
 }
 
 /// Every lock's holder token and PTTL, each lock's read atomically (on a cluster

@@ -1,13 +1,16 @@
 //! The lock servers of a run: a primary and its replica behind the harness's proxy
-//! (the default), or a Redis Cluster (`--cluster`).
+//! (the default), a Redis Cluster (`--cluster`), or a quorum of independent
+//! masters, each behind a proxy (`--quorum N`).
 
 use crate::lock_cluster::ClusterServers;
+use crate::lock_quorum::QuorumServers;
 use crate::lock_servers::LockServers;
 use crate::sampler;
 
 pub enum Servers {
     Single(Box<LockServers>),
     Cluster(ClusterServers),
+    Quorum(QuorumServers),
 }
 
 impl Servers {
@@ -16,6 +19,7 @@ impl Servers {
         match self {
             Servers::Single(servers) => servers.url(),
             Servers::Cluster(cluster) => cluster.url(),
+            Servers::Quorum(quorum) => quorum.url(),
         }
     }
 
@@ -24,10 +28,7 @@ impl Servers {
         match self {
             Servers::Single(servers) => sampler::Target::Primary(servers.primary_port()),
             Servers::Cluster(cluster) => sampler::Target::Cluster(cluster.seeds()),
+            Servers::Quorum(quorum) => sampler::Target::Quorum(quorum.ports()),
         }
-    }
-
-    pub fn is_cluster(&self) -> bool {
-        matches!(self, Servers::Cluster(_))
     }
 }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
+use latchkey::store::{Pass, WakeUps};
 use latchkey::{Client, Lease, Mutex, MutexGuard, Ttl};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -27,8 +28,8 @@ static FENCED_WRITE: std::sync::LazyLock<redis::Script> =
 
 /// What every task of a worker shares.
 #[derive(Clone)]
-struct Shared {
-    client: Client,
+struct Shared<S> {
+    client: Client<S>,
     resource: MultiplexedConnection,
     log: Arc<StdMutex<std::fs::File>>,
     stopping: Arc<AtomicBool>,
@@ -36,8 +37,25 @@ struct Shared {
 }
 
 pub async fn run(args: WorkerArgs) {
+    let url = args.lock_url.clone();
+    if let Some(masters) = url.strip_prefix("quorum:") {
+        let masters: Vec<&str> = masters.split(',').collect();
+        let client = connect(|| Client::open_quorum(&masters)).await;
+        return run_with(client, args).await;
+    }
+    let client = connect(|| async {
+        match url.strip_prefix("cluster:") {
+            Some(seeds) => Client::open_cluster(&seeds.split(',').collect::<Vec<_>>()).await,
+            None => Client::open(&url).await,
+        }
+    })
+    .await;
+    run_with(client, args).await
+}
+
+async fn run_with<S: Pass + WakeUps>(client: Client<S>, args: WorkerArgs) {
     let shared = Shared {
-        client: connect(&args.lock_url).await,
+        client,
         resource: redis::Client::open(args.resource_url.as_str())
             .expect("resource URL")
             .get_multiplexed_async_connection()
@@ -77,21 +95,20 @@ pub async fn run(args: WorkerArgs) {
 }
 
 /// Redis may be down (a restart fault) when a worker starts: keep trying. A URL
-/// `cluster:SEED,SEED…` is a cluster.
-async fn connect(url: &str) -> Client {
+/// `cluster:SEED,SEED…` is a cluster, `quorum:URL,URL…` a quorum of masters.
+async fn connect<S, Fut>(open: impl Fn() -> Fut) -> Client<S>
+where
+    Fut: std::future::Future<Output = latchkey::Result<Client<S>>>,
+{
     loop {
-        let opened = match url.strip_prefix("cluster:") {
-            Some(seeds) => Client::open_cluster(&seeds.split(',').collect::<Vec<_>>()).await,
-            None => Client::open(url).await,
-        };
-        match opened {
+        match open().await {
             Ok(client) => return client,
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
 }
 
-async fn task_loop(mut shared: Shared, mut holder: Holder) {
+async fn task_loop<S: Pass + WakeUps>(mut shared: Shared<S>, mut holder: Holder) {
     let seed = (shared.args.seed ^ (holder.worker as u64) << 32)
         ^ ((holder.incarnation as u64) << 16)
         ^ holder.task as u64;
@@ -139,7 +156,7 @@ async fn task_loop(mut shared: Shared, mut holder: Holder) {
 }
 
 /// The lock as this acquisition wants it: renewed, or a fixed lease it will outlive.
-fn mutex(shared: &Shared, lock: &str, outlive: bool) -> Option<Mutex> {
+fn mutex<S: Pass + WakeUps>(shared: &Shared<S>, lock: &str, outlive: bool) -> Option<Mutex<S>> {
     let mutex = shared.client.mutex(lock).ok()?;
     let lease = match outlive {
         true => Lease::fixed(shared.args.ttl),
@@ -164,7 +181,13 @@ struct Section {
 }
 
 impl Section {
-    async fn run(self, shared: &mut Shared, guard: MutexGuard, mutex: &Mutex, rng: &mut StdRng) {
+    async fn run<S: Pass + WakeUps>(
+        self,
+        shared: &mut Shared<S>,
+        guard: MutexGuard<S>,
+        mutex: &Mutex<S>,
+        rng: &mut StdRng,
+    ) {
         let fence = guard.fence();
         shared.write(&Record::Acquired {
             holder: self.holder,
@@ -221,7 +244,7 @@ async fn fenced_write(
     accepted.ok().map(|n| n == 1)
 }
 
-impl Shared {
+impl<S> Shared<S> {
     fn write(&self, record: &Record) {
         let Ok(line) = serde_json::to_string(record) else {
             return;

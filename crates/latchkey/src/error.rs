@@ -471,7 +471,10 @@ fn no_quorum_detail(
             "a majority granted it only after {}, past the lease's validity, so it was released: {answers}",
             humanize(took)
         ),
-        None => format!("no majority: {needed} of {} nodes must grant it; {answers}", nodes.len()),
+        None => format!(
+            "no majority: {needed} of {} nodes must grant it; {answers}",
+            nodes.len()
+        ),
     }
 }
 

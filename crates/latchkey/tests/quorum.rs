@@ -52,7 +52,13 @@ async fn a_lock_is_held_on_a_majority_and_excludes_others() {
     let value = guard.owner().as_str().to_owned();
     let held_on = servers
         .iter()
-        .filter(|s| s.connection().unwrap().get::<_, Option<String>>("report").unwrap().is_some())
+        .filter(|s| {
+            s.connection()
+                .unwrap()
+                .get::<_, Option<String>>("report")
+                .unwrap()
+                .is_some()
+        })
         .count();
     assert!(held_on >= 3, "held on {held_on} of 5");
     assert!(!value.is_empty());
@@ -75,7 +81,10 @@ async fn bad_quorums_are_refused_with_clear_errors() {
     let servers = masters(3);
     let two = &urls(&servers)[..2];
     let error = QuorumStore::open(two).await.unwrap_err();
-    assert!(error.to_string().contains("odd number, at least 3"), "{error}");
+    assert!(
+        error.to_string().contains("odd number, at least 3"),
+        "{error}"
+    );
     let twice = [servers[0].url(), servers[1].url(), servers[0].url()];
     let error = QuorumStore::open(&twice).await.unwrap_err();
     assert!(error.to_string().contains("given twice"), "{error}");
@@ -87,7 +96,11 @@ async fn bad_quorums_are_refused_with_clear_errors() {
         .try_lock()
         .await
         .unwrap_err();
-    assert!(fair.to_string().contains("fair (FIFO) lock needs one queue"), "{fair}");
+    assert!(
+        fair.to_string()
+            .contains("fair (FIFO) lock needs one queue"),
+        "{fair}"
+    );
     assert!(!fair.is_transient());
 }
 
@@ -116,7 +129,12 @@ async fn three_stopped_masters_fail_every_attempt_naming_the_nodes() {
         server.pause().unwrap();
     }
     for _ in 0..3 {
-        let error = client.mutex("payroll").unwrap().try_lock().await.unwrap_err();
+        let error = client
+            .mutex("payroll")
+            .unwrap()
+            .try_lock()
+            .await
+            .unwrap_err();
         let Error::NoQuorum { nodes, needed, .. } = &error else {
             panic!("expected NoQuorum, got {error}");
         };
@@ -125,7 +143,10 @@ async fn three_stopped_masters_fail_every_attempt_naming_the_nodes() {
         for server in &servers[..3] {
             assert!(text.contains(&server.port().to_string()), "{text}");
         }
-        let failed = nodes.iter().filter(|n| matches!(n.answer, NodeAnswer::Failed(_))).count();
+        let failed = nodes
+            .iter()
+            .filter(|n| matches!(n.answer, NodeAnswer::Failed(_)))
+            .count();
         assert_eq!(failed, 3, "{text}");
         assert!(error.is_transient());
     }
@@ -160,7 +181,10 @@ async fn a_master_restarted_empty_after_the_delay_makes_no_second_holder() {
     let restart_at = Instant::now() + ttl;
     while Instant::now() < valid_until {
         if let Ok(second) = contender.try_lock().await {
-            panic!("a second holder (fence {}) while A's validity lasts", second.fence());
+            panic!(
+                "a second holder (fence {}) while A's validity lasts",
+                second.fence()
+            );
         }
         if Instant::now() >= restart_at && servers[2].pid().is_none() {
             servers[2].restart().unwrap();
@@ -202,7 +226,11 @@ async fn fences_grow_across_changing_majorities() {
     let client = quorum(&servers).await;
     let fence_key = "{ledger}:lk:fence";
     let ahead: u64 = 9_000_000_000_000_000;
-    let _: () = servers[0].connection().unwrap().set(fence_key, ahead).unwrap();
+    let _: () = servers[0]
+        .connection()
+        .unwrap()
+        .set(fence_key, ahead)
+        .unwrap();
     let first = client.mutex("ledger").unwrap().try_lock().await.unwrap();
     assert!(first.fence() > ahead, "{} <= {ahead}", first.fence());
     let first_fence = first.fence();
@@ -210,7 +238,11 @@ async fn fences_grow_across_changing_majorities() {
     // Node 0 is gone: the majority is now {1, 2}, which must carry the token.
     servers[0].pause().unwrap();
     let second = client.mutex("ledger").unwrap().try_lock().await.unwrap();
-    assert!(second.fence() > first_fence, "{} <= {first_fence}", second.fence());
+    assert!(
+        second.fence() > first_fence,
+        "{} <= {first_fence}",
+        second.fence()
+    );
     second.release().await.unwrap();
     servers[0].resume().unwrap();
 }
@@ -236,7 +268,11 @@ async fn tasks_taking_turns_never_overlap_while_a_master_is_restarted() {
             ttl: Duration::from_millis(500),
         };
         let client = quorum(&servers).await;
-        tasks.push(tokio::spawn(turns::take_turns(client, turns, holds.clone())));
+        tasks.push(tokio::spawn(turns::take_turns(
+            client,
+            turns,
+            holds.clone(),
+        )));
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     servers[1].kill().unwrap();
@@ -264,7 +300,10 @@ async fn the_watchdog_takes_the_lock_back_on_a_master_that_lost_it() {
     // Renewals every 100 ms take the key back on the emptied node.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let on_restarted: Option<String> = servers[0].connection().unwrap().get("long-job").unwrap();
-    assert!(on_restarted.is_some(), "not taken back on the restarted node");
+    assert!(
+        on_restarted.is_some(),
+        "not taken back on the restarted node"
+    );
     // Now a second node can go without the lock being lost.
     servers[1].restart().unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;

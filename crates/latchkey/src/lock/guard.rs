@@ -154,7 +154,9 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
     }
 
     /// This holder's owner token (its `Debug` output is masked). The lock key holds
-    /// it while the lock is ours.
+    /// it while the lock is ours; on a [quorum](crate::quorum), each attempt writes
+    /// `N/` and this token, so a late release of an earlier attempt deletes nothing
+    /// of a later one.
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {

@@ -5,13 +5,15 @@
 //! unsafe: an attempt that failed is undone by a release on every node, and a
 //! release stuck on a stalled node (its connection replaced since) can run there
 //! *after* the next attempt's grant, and delete it, while we count that node in our
-//! majority. So each attempt writes a value of its own, and a late release of an
-//! earlier attempt finds nothing of ours to delete.
+//! majority. So each attempt writes a value of its own, `N/` and the owner token
+//! (N counts the store's attempts), and a late release of an earlier attempt finds
+//! nothing of ours to delete. The value still ends with the owner token, so it is
+//! recognisably latchkey's and whose.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::error::Result;
 use crate::key::LockKey;
 use crate::lease::Ttl;
 use crate::token::OwnerToken;
@@ -27,18 +29,25 @@ pub(crate) struct Hold {
 
 /// The holds of one store's owners, by lock and owner.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Attempts(Arc<Mutex<HashMap<(String, String), Hold>>>);
+pub(crate) struct Attempts(Arc<Inner>);
+
+#[derive(Debug, Default)]
+struct Inner {
+    holds: Mutex<HashMap<(String, String), Hold>>,
+    started: AtomicU64,
+}
 
 impl Attempts {
     /// Starts a new attempt of `owner` on `key`: a fresh value replaces the last.
-    pub(crate) fn start(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<Hold> {
+    pub(crate) fn start(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Hold {
+        let attempt = self.0.started.fetch_add(1, Ordering::Relaxed);
         let hold = Hold {
-            value: OwnerToken::generate()?,
+            value: OwnerToken::from_stored(format!("{attempt}/{}", owner.as_str())),
             ttl,
             fence: 0,
         };
         self.lock().insert(entry(key, owner), hold.clone());
-        Ok(hold)
+        hold
     }
 
     /// Records that `owner`'s attempt got `fence`.
@@ -68,7 +77,7 @@ impl Attempts {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Hold>> {
         // A panic elsewhere while holding the lock leaves plain data; keep using it.
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.holds.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

@@ -5,12 +5,17 @@
 //!
 //! The system: 3 nodes and 2 (or 3) clients, each making a few attempts. Time is
 //! discrete; a tick may come between any two steps, so any step may be delayed by
-//! any amount (a pause). Every request is a message that the node runs whenever it
-//! is delivered, maybe after the client gave up on it (a late request), or never
-//! (lost). A node may crash, keeping its data (AOF) or losing it, and come back;
-//! one that lost its data stays out for the restart delay. Locks expire on the
-//! nodes. Node clocks are skewed against each other by more than the clock step,
-//! so the clock floors of different nodes differ.
+//! any amount (a pause). Each request a client sends reaches its node at once,
+//! later (at any point after, maybe after the client gave up on it: a late
+//! request), or never (lost). A client decides whenever it likes, counting the
+//! nodes that have not answered as failed (their deadline passed). A node may
+//! crash, keeping its data (AOF) or losing it, and come back; one that lost its
+//! data stays out for the restart delay. Locks expire on the nodes. Node clocks
+//! are skewed against each other by more than the clock step, so the clock floors
+//! of different nodes differ.
+//!
+//! Releases and write-backs reach each node at once or never (see
+//! [`LAND_OR_NOT`]); takes may also land late.
 //!
 //! Checked in every state reached:
 //! - **exclusion**: no two clients hold the lock within their validity;
@@ -48,9 +53,9 @@ struct Config {
 
 const PROTOCOL: Config = Config {
     clients: 2,
-    attempts: 2,
+    attempts: 1,
     ttl: 2,
-    horizon: 4,
+    horizon: 2,
     crashes: 1,
     restart_delay: 2,
     write_back: true,
@@ -94,10 +99,23 @@ enum Slot {
 enum Phase {
     Idle,
     /// Round one: the take, sent to every node at `start`.
-    Taking { value: u8, start: u8, slots: [Slot; NODES] },
+    Taking {
+        value: u8,
+        start: u8,
+        slots: [Slot; NODES],
+    },
     /// Round two: raising the counters of `slots` marked Waiting to `fence`.
-    Raising { value: u8, start: u8, fence: u64, needed: usize, slots: [Slot; NODES] },
-    Holding { value: u8, valid_until: u8 },
+    Raising {
+        value: u8,
+        start: u8,
+        fence: u64,
+        needed: usize,
+        slots: [Slot; NODES],
+    },
+    Holding {
+        value: u8,
+        valid_until: u8,
+    },
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -125,6 +143,44 @@ struct Outcome {
     violation: Option<(String, Vec<String>)>,
 }
 
+/// What becomes of one request.
+#[derive(Clone, Copy, Debug)]
+enum Fate {
+    /// It reaches its node at once.
+    Now,
+    /// It stays on its way, to land at any later point.
+    Later,
+    /// It never lands.
+    Lost,
+}
+
+/// Every way `count` requests can fare, each one of `fates`.
+fn fates(count: usize, fates: &[Fate]) -> Vec<Vec<Fate>> {
+    let mut all = vec![Vec::new()];
+    for _ in 0..count {
+        all = all
+            .into_iter()
+            .flat_map(|done| {
+                fates.iter().map(move |&fate| {
+                    let mut more = done.clone();
+                    more.push(fate);
+                    more
+                })
+            })
+            .collect();
+    }
+    all
+}
+
+/// A take may land late: on a node where another client got in first, or after
+/// its client gave up.
+const TAKE_FATES: &[Fate] = &[Fate::Now, Fate::Later, Fate::Lost];
+/// Releases and write-backs land at once or never. A late release deletes only
+/// its own attempt's value (see above); a late write-back only raises a counter
+/// while its attempt still holds the node, and a higher counter only makes later
+/// tokens higher.
+const LAND_OR_NOT: &[Fate] = &[Fate::Now, Fate::Lost];
+
 impl State {
     fn initial(config: &Config) -> Self {
         let node = Node {
@@ -148,23 +204,21 @@ impl State {
         }
     }
 
-    fn send(&mut self, client: usize, value: u8, op: Op, to: impl Iterator<Item = usize>) {
-        for node in to {
-            self.network.push(Message {
+    /// Sends `op` to `nodes`, each request meeting its fate.
+    fn send(&mut self, config: &Config, message: Message, nodes: &[usize], fates: &[Fate]) {
+        for (&node, fate) in nodes.iter().zip(fates) {
+            let message = Message {
                 node: node as u8,
-                client: client as u8,
-                value,
-                op: op.clone(),
-            });
+                ..message.clone()
+            };
+            match fate {
+                Fate::Now => self.deliver(config, message),
+                Fate::Later => self.network.push(message),
+                Fate::Lost => {}
+            }
         }
         self.network.sort();
         self.network.dedup();
-    }
-
-    /// Undoes `client`'s attempt on every node, and goes idle.
-    fn release_everywhere(&mut self, client: usize, value: u8) {
-        self.send(client, value, Op::Release, 0..NODES);
-        self.clients[client].phase = Phase::Idle;
     }
 
     /// The lock on `node` now, if its lease has not ended.
@@ -175,8 +229,7 @@ impl State {
 
     /// Runs `message` on its node (the node's script, atomically); the reply goes to
     /// the client if it still waits for it.
-    fn deliver(&mut self, config: &Config, index: usize) {
-        let message = self.network.remove(index);
+    fn deliver(&mut self, config: &Config, message: Message) {
         let node = message.node as usize;
         if self.nodes[node].down.is_some() {
             return; // lost with the node
@@ -216,91 +269,40 @@ impl State {
         }
     }
 
-    /// The client's round is settled: go on, or undo and go idle.
-    fn decide(&mut self, config: &Config, client: usize) -> Result<(), String> {
-        match self.clients[client].phase.clone() {
-            Phase::Taking { value, start, slots } => {
-                let proposals: Vec<(usize, u64)> = slots
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, s)| match s {
-                        Slot::Yes(p) => Some((i, *p)),
-                        _ => None,
-                    })
-                    .collect();
-                if proposals.len() < majority(NODES) {
-                    self.release_everywhere(client, value);
-                    return Ok(());
-                }
-                let plan = FencePlan::new(&proposals);
-                let needed = plan.still_needed(NODES);
-                if !config.write_back || needed == 0 {
-                    return self.hand_out(config, client, value, start, plan.fence);
-                }
-                let mut slots = [Slot::NotAsked; NODES];
-                for &node in &plan.raise {
-                    slots[node] = Slot::Waiting;
-                }
-                self.send(client, value, Op::Raise(plan.fence), plan.raise.iter().copied());
-                self.clients[client].phase = Phase::Raising {
-                    value,
-                    start,
-                    fence: plan.fence,
-                    needed,
-                    slots,
-                };
-                Ok(())
-            }
-            Phase::Raising { value, start, fence, needed, slots } => {
-                let (yes, _, _) = count(&slots);
-                match yes >= needed {
-                    true => self.hand_out(config, client, value, start, fence),
-                    false => {
-                        self.release_everywhere(client, value);
-                        Ok(())
-                    }
-                }
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Hands `fence` to the caller if the lease is still valid.
-    fn hand_out(&mut self, config: &Config, client: usize, value: u8, start: u8, fence: u64) -> Result<(), String> {
+    /// Hands `fence` to the caller if the lease is still valid; checks both
+    /// properties as it does.
+    fn hand_out(
+        &mut self,
+        config: &Config,
+        client: usize,
+        value: u8,
+        start: u8,
+        fence: u64,
+    ) -> Handed {
         let valid_until = start + config.ttl;
         if self.now >= valid_until {
-            self.release_everywhere(client, value);
-            return Ok(());
+            return Handed::TooLate;
         }
         if fence <= self.last_handed {
-            return Err(format!("fencing: token {fence} handed out after {}", self.last_handed));
+            return Handed::Violation(format!(
+                "fencing: token {fence} handed out after {}",
+                self.last_handed
+            ));
         }
         self.last_handed = fence;
         self.clients[client].phase = Phase::Holding { value, valid_until };
+        let now = self.now;
         let holding = self
             .clients
             .iter()
-            .filter(|c| matches!(c.phase, Phase::Holding { valid_until, .. } if valid_until > self.now))
+            .filter(|c| matches!(c.phase, Phase::Holding { valid_until, .. } if valid_until > now))
             .count();
         if holding > 1 {
-            return Err(format!("exclusion: {holding} clients hold the lock within their validity"));
+            return Handed::Violation(format!(
+                "exclusion: {holding} clients hold the lock within their validity"
+            ));
         }
-        Ok(())
-    }
-
-    /// Whether the client's current round is settled (it may act on it).
-    fn is_settled(&self, client: usize) -> bool {
-        match &self.clients[client].phase {
-            Phase::Taking { slots, .. } => {
-                let (yes, no, _) = count(slots);
-                settled(NODES, majority(NODES), yes, no).is_some()
-            }
-            Phase::Raising { slots, needed, .. } => {
-                let (yes, no, asked) = count(slots);
-                settled(asked, *needed, yes, no).is_some()
-            }
-            _ => false,
-        }
+        Handed::Yes
     }
 
     /// Locks whose lease ended are gone (so equal situations are one state).
@@ -320,101 +322,219 @@ impl State {
     }
 }
 
-/// How many slots said yes, said no (or timed out), and were asked.
-fn count(slots: &[Slot; NODES]) -> (usize, usize, usize) {
-    let yes = slots.iter().filter(|s| matches!(s, Slot::Yes(_))).count();
-    let no = slots.iter().filter(|s| **s == Slot::No).count();
-    let asked = slots.iter().filter(|s| **s != Slot::NotAsked).count();
-    (yes, no, asked)
+enum Handed {
+    Yes,
+    TooLate,
+    Violation(String),
 }
 
-/// Every step possible from `state`, as (what it was, the state after it).
-fn successors(config: &Config, state: &State) -> Vec<(String, Result<State, String>)> {
-    let mut next = Vec::new();
-    let mut step = |what: String, change: &dyn Fn(&mut State) -> Result<(), String>| {
-        let mut after = state.clone();
-        let result = change(&mut after).map(|()| after);
-        next.push((what, result));
-    };
+/// The states reached by one step, each with what happened, or the violation it
+/// made.
+type Steps = Vec<(String, Result<State, String>)>;
+
+/// Every step possible from `state`.
+fn successors(config: &Config, state: &State) -> Steps {
+    let mut next = Steps::new();
     if state.now < config.horizon {
-        step("tick".into(), &|s| {
-            s.now += 1;
-            s.expire();
-            Ok(())
-        });
+        let mut after = state.clone();
+        after.now += 1;
+        after.expire();
+        next.push(("tick".into(), Ok(after)));
     }
     for index in 0..state.network.len() {
-        let m = &state.network[index];
-        step(format!("node {} runs {:?} of client {} (attempt {})", m.node, m.op, m.client, m.value), &|s| {
-            s.deliver(config, index);
-            Ok(())
-        });
+        let mut after = state.clone();
+        let message = after.network.remove(index);
+        let what = format!(
+            "node {} runs the late {:?} of client {} (attempt {})",
+            message.node, message.op, message.client, message.value
+        );
+        after.deliver(config, message);
+        next.push((what, Ok(after)));
     }
     for client in 0..state.clients.len() {
-        let c = &state.clients[client];
-        match &c.phase {
-            Phase::Idle if c.attempts_left > 0 => {
-                step(format!("client {client} starts an attempt"), &|s| {
-                    let c = &mut s.clients[client];
-                    c.attempts_left -= 1;
-                    let value = (client as u8) * 16 + c.attempts_left;
-                    c.phase = Phase::Taking {
-                        value,
-                        start: s.now,
-                        slots: [Slot::Waiting; NODES],
-                    };
-                    s.send(client, value, Op::Take, 0..NODES);
-                    Ok(())
-                });
-            }
-            Phase::Taking { slots, .. } | Phase::Raising { slots, .. } => {
-                for node in (0..NODES).filter(|&n| slots[n] == Slot::Waiting) {
-                    step(format!("client {client} gives up on node {node}"), &|s| {
-                        if let Phase::Taking { slots, .. } | Phase::Raising { slots, .. } = &mut s.clients[client].phase {
-                            slots[node] = Slot::No;
-                        }
-                        Ok(())
-                    });
-                }
-                if state.is_settled(client) {
-                    step(format!("client {client} decides"), &|s| s.decide(config, client));
-                }
-            }
-            Phase::Holding { value, .. } => {
-                let value = *value;
-                step(format!("client {client} releases"), &|s| {
-                    s.release_everywhere(client, value);
-                    Ok(())
-                });
-            }
-            Phase::Idle => {}
-        }
+        client_steps(config, state, client, &mut next);
     }
     for node in 0..NODES {
-        match state.nodes[node].down {
-            None if state.crashes_left > 0 => {
-                for lose in [false, true] {
-                    step(format!("node {node} crashes (data lost: {lose})"), &|s| {
-                        s.crashes_left -= 1;
-                        s.nodes[node].down = Some((s.now, lose));
-                        if lose {
-                            s.nodes[node].lock = None;
-                            s.nodes[node].counter = 0;
-                        }
-                        Ok(())
-                    });
-                }
-            }
-            Some((since, lost)) if !lost || state.now >= since + config.restart_delay => {
-                step(format!("node {node} restarts"), &|s| {
-                    s.nodes[node].down = None;
-                    Ok(())
-                });
-            }
-            _ => {}
-        }
+        node_steps(config, state, node, &mut next);
     }
     next
+}
+
+fn client_steps(config: &Config, state: &State, client: usize, next: &mut Steps) {
+    let c = &state.clients[client];
+    match c.phase.clone() {
+        Phase::Idle if c.attempts_left > 0 => {
+            let value = (client as u8) * 16 + c.attempts_left;
+            for fates in fates(NODES, TAKE_FATES) {
+                let mut after = state.clone();
+                after.clients[client].attempts_left -= 1;
+                after.clients[client].phase = Phase::Taking {
+                    value,
+                    start: state.now,
+                    slots: [Slot::Waiting; NODES],
+                };
+                let take = Message {
+                    node: 0,
+                    client: client as u8,
+                    value,
+                    op: Op::Take,
+                };
+                after.send(config, take, &[0, 1, 2], &fates);
+                next.push((
+                    format!("client {client} starts attempt {value}, takes {fates:?}"),
+                    Ok(after),
+                ));
+            }
+        }
+        Phase::Idle => {}
+        // Deciding counts the nodes yet to answer as failed: their deadline passed.
+        Phase::Taking {
+            value,
+            start,
+            slots,
+        } => {
+            let proposals: Vec<(usize, u64)> = slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| match s {
+                    Slot::Yes(p) => Some((i, *p)),
+                    _ => None,
+                })
+                .collect();
+            if settled(
+                NODES,
+                majority(NODES),
+                proposals.len(),
+                NODES - proposals.len(),
+            ) != Some(true)
+            {
+                return give_up(config, state, client, value, "too few grants", next);
+            }
+            let plan = FencePlan::new(&proposals);
+            let needed = plan.still_needed(NODES);
+            if !config.write_back || needed == 0 {
+                return hand_out(config, state, client, value, start, plan.fence, next);
+            }
+            let mut slots = [Slot::NotAsked; NODES];
+            for &node in &plan.raise {
+                slots[node] = Slot::Waiting;
+            }
+            for fates in fates(plan.raise.len(), LAND_OR_NOT) {
+                let mut after = state.clone();
+                after.clients[client].phase = Phase::Raising {
+                    value,
+                    start,
+                    fence: plan.fence,
+                    needed,
+                    slots,
+                };
+                let raise = Message {
+                    node: 0,
+                    client: client as u8,
+                    value,
+                    op: Op::Raise(plan.fence),
+                };
+                after.send(config, raise, &plan.raise, &fates);
+                next.push((
+                    format!(
+                        "client {client} writes back {} to {:?}: {fates:?}",
+                        plan.fence, plan.raise
+                    ),
+                    Ok(after),
+                ));
+            }
+        }
+        Phase::Raising {
+            value,
+            start,
+            fence,
+            needed,
+            slots,
+        } => {
+            let confirmed = slots.iter().filter(|s| matches!(s, Slot::Yes(_))).count();
+            match confirmed >= needed {
+                true => hand_out(config, state, client, value, start, fence, next),
+                false => give_up(
+                    config,
+                    state,
+                    client,
+                    value,
+                    "write-back not confirmed",
+                    next,
+                ),
+            }
+        }
+        Phase::Holding { value, .. } => give_up(config, state, client, value, "done", next),
+    }
+}
+
+/// The client releases `value` on every node (each release lands or is lost) and
+/// goes idle.
+fn give_up(config: &Config, state: &State, client: usize, value: u8, why: &str, next: &mut Steps) {
+    for fates in fates(NODES, LAND_OR_NOT) {
+        let mut after = state.clone();
+        after.clients[client].phase = Phase::Idle;
+        let release = Message {
+            node: 0,
+            client: client as u8,
+            value,
+            op: Op::Release,
+        };
+        after.send(config, release, &[0, 1, 2], &fates);
+        next.push((
+            format!("client {client} releases attempt {value} ({why}): {fates:?}"),
+            Ok(after),
+        ));
+    }
+}
+
+fn hand_out(
+    config: &Config,
+    state: &State,
+    client: usize,
+    value: u8,
+    start: u8,
+    fence: u64,
+    next: &mut Steps,
+) {
+    let mut after = state.clone();
+    match after.hand_out(config, client, value, start, fence) {
+        Handed::Yes => next.push((
+            format!("client {client} holds the lock with token {fence}"),
+            Ok(after),
+        )),
+        Handed::TooLate => give_up(config, state, client, value, "validity gone", next),
+        Handed::Violation(violation) => next.push((
+            format!("client {client} gets token {fence}"),
+            Err(violation),
+        )),
+    }
+}
+
+fn node_steps(config: &Config, state: &State, node: usize, next: &mut Steps) {
+    match state.nodes[node].down {
+        None if state.crashes_left > 0 => {
+            for lose in [false, true] {
+                let mut after = state.clone();
+                after.crashes_left -= 1;
+                after.nodes[node].down = Some((state.now, lose));
+                if lose {
+                    after.nodes[node].lock = None;
+                    after.nodes[node].counter = 0;
+                }
+                next.push((
+                    format!("node {node} crashes (data lost: {lose})"),
+                    Ok(after),
+                ));
+            }
+        }
+        Some((since, lost)) if !lost || state.now >= since + config.restart_delay => {
+            let mut after = state.clone();
+            after.nodes[node].down = None;
+            next.push((format!("node {node} restarts"), Ok(after)));
+        }
+        _ => {}
+    }
 }
 
 /// Depth-first search of every state reachable from the initial one.
@@ -430,7 +550,12 @@ fn explore(config: &Config) -> Outcome {
     }
 }
 
-fn visit(config: &Config, state: &State, seen: &mut HashSet<u64>, path: &mut Vec<String>) -> Option<(String, Vec<String>)> {
+fn visit(
+    config: &Config,
+    state: &State,
+    seen: &mut HashSet<u64>,
+    path: &mut Vec<String>,
+) -> Option<(String, Vec<String>)> {
     for (what, next) in successors(config, state) {
         path.push(what);
         let next = match next {
@@ -454,11 +579,36 @@ fn report(outcome: &Outcome) -> String {
     }
 }
 
+/// Explores `config`: no violation, and enough states that the search did run.
+fn assert_holds(config: &Config, at_least: usize) {
+    let outcome = explore(config);
+    eprintln!("{config:?}: {}", report(&outcome));
+    assert!(outcome.violation.is_none(), "{}", report(&outcome));
+    assert!(
+        outcome.states >= at_least,
+        "suspiciously few states: {}",
+        outcome.states
+    );
+}
+
+/// Two clients, pauses, late and lost requests, one crash with or without data
+/// loss, leases running out: about 7 million states.
 #[test]
 fn the_protocol_keeps_exclusion_and_fencing_in_every_interleaving() {
-    let outcome = explore(&PROTOCOL);
-    assert!(outcome.violation.is_none(), "{}", report(&outcome));
-    assert!(outcome.states > 10_000, "suspiciously few states: {}", outcome.states);
+    assert_holds(&PROTOCOL, 1_000_000);
+}
+
+/// Three clients racing within one instant (no ticks, no crash): about 2 million
+/// states.
+#[test]
+fn three_clients_racing_keep_exclusion_and_fencing() {
+    let racing = Config {
+        clients: 3,
+        horizon: 0,
+        crashes: 0,
+        ..PROTOCOL
+    };
+    assert_holds(&racing, 500_000);
 }
 
 #[test]
@@ -468,7 +618,9 @@ fn without_the_write_back_tokens_repeat_or_go_back() {
         crashes: 0,
         ..PROTOCOL
     });
-    let (violation, _) = outcome.violation.expect("the search must find the known counterexample");
+    let (violation, _) = outcome
+        .violation
+        .expect("the search must find the known counterexample");
     assert!(violation.starts_with("fencing"), "{violation}");
 }
 
@@ -478,6 +630,11 @@ fn without_the_restart_delay_an_empty_node_lets_a_second_holder_in() {
         restart_delay: 0,
         ..PROTOCOL
     });
-    let (violation, path) = outcome.violation.expect("the search must find Kleppmann's counterexample");
-    assert!(path.iter().any(|step| step.contains("data lost: true")), "{violation}: {path:?}");
+    let (violation, path) = outcome
+        .violation
+        .expect("the search must find Kleppmann's counterexample");
+    assert!(
+        path.iter().any(|step| step.contains("data lost: true")),
+        "{violation}: {path:?}"
+    );
 }

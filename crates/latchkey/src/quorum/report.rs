@@ -108,7 +108,9 @@ impl std::fmt::Display for NodeReport {
             NodeAnswer::NotHeld => write!(f, "{node}: no longer held there"),
             // The error names the node itself.
             NodeAnswer::Failed(error) => write!(f, "{error}"),
-            NodeAnswer::Unanswered => write!(f, "{node}: no answer yet when a majority had settled"),
+            NodeAnswer::Unanswered => {
+                write!(f, "{node}: no answer yet when a majority had settled")
+            }
         }
     }
 }

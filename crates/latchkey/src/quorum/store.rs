@@ -248,9 +248,21 @@ impl QuorumStore {
     }
 
     /// Releases `value` on every node, each within `deadline`; how many released.
-    async fn release_everywhere(&self, key: &LockKey, value: &OwnerToken, deadline: Duration) -> Answers<bool> {
+    async fn release_everywhere(
+        &self,
+        key: &LockKey,
+        value: &OwnerToken,
+        deadline: Duration,
+    ) -> Answers<bool> {
         let all = round::all(&self.inner.nodes);
-        round::ask(&self.inner.nodes, &all, deadline, |node| release(node, key, value), |_| false).await
+        round::ask(
+            &self.inner.nodes,
+            &all,
+            deadline,
+            |node| release(node, key, value),
+            |_| false,
+        )
+        .await
     }
 
     /// Undoes a failed attempt on every node.
@@ -272,7 +284,11 @@ impl QuorumStore {
     }
 
     /// Each node's answer for an error, by `describe` for the ones that answered.
-    fn reports<T>(&self, answers: Answers<T>, describe: impl Fn(T) -> NodeAnswer) -> Vec<NodeReport> {
+    fn reports<T>(
+        &self,
+        answers: Answers<T>,
+        describe: impl Fn(T) -> NodeAnswer,
+    ) -> Vec<NodeReport> {
         self.inner
             .nodes
             .iter()
@@ -290,7 +306,12 @@ impl QuorumStore {
 
     /// Raises the counters of the nodes in `plan` that proposed less than the fence,
     /// until a majority carries it; false if that majority was not reached.
-    async fn write_back(&self, key: &LockKey, hold: &Hold, plan: &FencePlan) -> (bool, Answers<bool>) {
+    async fn write_back(
+        &self,
+        key: &LockKey,
+        hold: &Hold,
+        plan: &FencePlan,
+    ) -> (bool, Answers<bool>) {
         let needed = plan.still_needed(self.inner.nodes.len());
         if needed == 0 {
             return (true, Vec::new());
@@ -298,9 +319,18 @@ impl QuorumStore {
         let deadline = self.node_deadline(hold.ttl);
         let fence = plan.fence;
         let answers = self
-            .ask(&plan.raise, deadline, needed, |node| raise(node, key, hold, fence), |held| *held)
+            .ask(
+                &plan.raise,
+                deadline,
+                needed,
+                |node| raise(node, key, hold, fence),
+                |held| *held,
+            )
             .await;
-        let confirmed = answers.iter().filter(|a| matches!(a, Some(Ok(true)))).count();
+        let confirmed = answers
+            .iter()
+            .filter(|a| matches!(a, Some(Ok(true))))
+            .count();
         (confirmed >= needed, answers)
     }
 
@@ -353,14 +383,18 @@ impl LockStore for QuorumStore {
             return Err(Error::InvalidArgument(FAIR_REFUSED.to_owned()));
         }
         let sent = Instant::now();
-        let hold = self.inner.attempts.start(key, owner, request.ttl)?;
+        let hold = self.inner.attempts.start(key, owner, request.ttl);
         let deadline = self.node_deadline(request.ttl);
         let all = round::all(&self.inner.nodes);
         let ttl = request.ttl;
         let answers = self
-            .ask(&all, deadline, self.majority(), |node| take(node, key, &hold.value, ttl), |t| {
-                matches!(t, Taken::Granted(_))
-            })
+            .ask(
+                &all,
+                deadline,
+                self.majority(),
+                |node| take(node, key, &hold.value, ttl),
+                |t| matches!(t, Taken::Granted(_)),
+            )
             .await;
         let proposals: Vec<(usize, u64)> = answers
             .iter()
@@ -403,7 +437,10 @@ impl LockStore for QuorumStore {
         let hold = self.inner.attempts.latest(key, owner);
         let deadline = self.node_deadline(hold.ttl);
         let answers = self.release_everywhere(key, &hold.value, deadline).await;
-        let released = answers.iter().filter(|a| matches!(a, Some(Ok(true)))).count();
+        let released = answers
+            .iter()
+            .filter(|a| matches!(a, Some(Ok(true))))
+            .count();
         let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
         if released < self.majority() && answered < self.majority() {
             // Too few answers to say whether it was ours: the caller retries.
@@ -422,7 +459,13 @@ impl LockStore for QuorumStore {
         // Every node is asked, so the ones that lost the lock take it back; the
         // round settles on the nodes that still held it.
         let answers = self
-            .ask(&all, deadline, self.majority(), |node| extend(node, key, &hold.value, ttl, hold.fence), |e| *e == 1)
+            .ask(
+                &all,
+                deadline,
+                self.majority(),
+                |node| extend(node, key, &hold.value, ttl, hold.fence),
+                |e| *e == 1,
+            )
             .await;
         let held = answers.iter().filter(|a| matches!(a, Some(Ok(1)))).count();
         let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
@@ -443,13 +486,26 @@ impl LockStore for QuorumStore {
     async fn owner(&self, key: &LockKey) -> Result<Option<String>> {
         let all = round::all(&self.inner.nodes);
         let deadline = MAX_DEADLINE;
-        let answers = round::ask(&self.inner.nodes, &all, deadline, |node| node.owner(key), |_| false).await;
-        let holders: Vec<Option<String>> = answers.iter().filter_map(|a| a.as_ref()?.as_ref().ok().cloned()).collect();
+        let answers = round::ask(
+            &self.inner.nodes,
+            &all,
+            deadline,
+            |node| node.owner(key),
+            |_| false,
+        )
+        .await;
+        let holders: Vec<Option<String>> = answers
+            .iter()
+            .filter_map(|a| a.as_ref()?.as_ref().ok().cloned())
+            .collect();
         if holders.len() < self.majority() {
             let reports = self.reports(answers, |_| NodeAnswer::Granted);
             return Err(self.no_quorum(key, reports, None));
         }
-        Ok(majority_holder(holders.into_iter().flatten(), self.majority()))
+        Ok(majority_holder(
+            holders.into_iter().flatten(),
+            self.majority(),
+        ))
     }
 }
 
@@ -477,13 +533,26 @@ impl WakeUps for QuorumStore {
 impl Inspect for QuorumStore {
     async fn inspect(&self, key: &LockKey) -> Result<LockStatus> {
         let all = round::all(&self.inner.nodes);
-        let answers = round::ask(&self.inner.nodes, &all, MAX_DEADLINE, |node| node.inspect(key), |_| false).await;
-        let seen: Vec<LockStatus> = answers.iter().filter_map(|a| a.as_ref()?.as_ref().ok().cloned()).collect();
+        let answers = round::ask(
+            &self.inner.nodes,
+            &all,
+            MAX_DEADLINE,
+            |node| node.inspect(key),
+            |_| false,
+        )
+        .await;
+        let seen: Vec<LockStatus> = answers
+            .iter()
+            .filter_map(|a| a.as_ref()?.as_ref().ok().cloned())
+            .collect();
         if seen.len() < self.majority() {
             let reports = self.reports(answers, |_| NodeAnswer::Granted);
             return Err(self.no_quorum(key, reports, None));
         }
-        let holder = majority_holder(seen.iter().filter_map(|s| s.holder.clone()), self.majority());
+        let holder = majority_holder(
+            seen.iter().filter_map(|s| s.holder.clone()),
+            self.majority(),
+        );
         // Held for as long as a majority of the holder's copies last.
         let mut left: Vec<Duration> = seen
             .iter()
@@ -501,7 +570,14 @@ impl Inspect for QuorumStore {
 
     async fn scan(&self, pattern: &str) -> Result<Vec<String>> {
         let all = round::all(&self.inner.nodes);
-        let answers = round::ask(&self.inner.nodes, &all, MAX_DEADLINE, |node| node.scan(pattern), |_| false).await;
+        let answers = round::ask(
+            &self.inner.nodes,
+            &all,
+            MAX_DEADLINE,
+            |node| node.scan(pattern),
+            |_| false,
+        )
+        .await;
         let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
         if answered < self.majority() {
             let reports = self.reports(answers, |_| NodeAnswer::Granted);
@@ -532,7 +608,8 @@ fn parse(urls: &[impl AsRef<str>]) -> Result<(Vec<RedisStore>, Vec<bool>)> {
     let mut nodes = Vec::with_capacity(count);
     let mut tls = Vec::with_capacity(count);
     for url in urls {
-        let client = redis::Client::open(url.as_ref()).map_err(|e| crate::store::invalid_url(&e))?;
+        let client =
+            redis::Client::open(url.as_ref()).map_err(|e| crate::store::invalid_url(&e))?;
         let info = client.get_connection_info();
         let name = format!("{}/{}", info.addr(), info.redis_settings().db());
         tls.push(crate::store::any_tls([info]));
@@ -575,7 +652,13 @@ async fn raise(node: &RedisStore, key: &LockKey, hold: &Hold, fence: u64) -> Res
     node.run(&call, key).await
 }
 
-async fn extend(node: &RedisStore, key: &LockKey, value: &OwnerToken, ttl: Ttl, fence: u64) -> Result<i64> {
+async fn extend(
+    node: &RedisStore,
+    key: &LockKey,
+    value: &OwnerToken,
+    ttl: Ttl,
+    fence: u64,
+) -> Result<i64> {
     let mut call = scripts::QUORUM_EXTEND.prepare_invoke();
     call.key(key.as_str())
         .key(key.fence())
@@ -588,7 +671,9 @@ async fn extend(node: &RedisStore, key: &LockKey, value: &OwnerToken, ttl: Ttl, 
 
 async fn release(node: &RedisStore, key: &LockKey, value: &OwnerToken) -> Result<bool> {
     let mut call = scripts::QUORUM_RELEASE.prepare_invoke();
-    call.key(key.as_str()).key(key.channel()).arg(value.as_str());
+    call.key(key.as_str())
+        .key(key.channel())
+        .arg(value.as_str());
     node.run(&call, key).await
 }
 
