@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use crate::key::LockKey;
 use crate::lease::Ttl;
@@ -25,6 +26,9 @@ pub(crate) struct Hold {
     pub(crate) ttl: Ttl,
     /// The fencing token, once granted (0 before).
     pub(crate) fence: u64,
+    /// Until when the lock is surely ours, by our clock, once granted: an extend
+    /// takes the lock back on nodes that lost it only before then.
+    pub(crate) valid_until: Option<Instant>,
 }
 
 /// The holds of one store's owners, by lock and owner.
@@ -45,15 +49,30 @@ impl Attempts {
             value: OwnerToken::from_stored(format!("{attempt}/{}", owner.as_str())),
             ttl,
             fence: 0,
+            valid_until: None,
         };
         self.lock().insert(entry(key, owner), hold.clone());
         hold
     }
 
-    /// Records that `owner`'s attempt got `fence`.
-    pub(crate) fn granted(&self, key: &LockKey, owner: &OwnerToken, fence: u64) {
+    /// Records that `owner`'s attempt got `fence`, valid until `valid_until`.
+    pub(crate) fn granted(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        fence: u64,
+        valid_until: Instant,
+    ) {
         if let Some(hold) = self.lock().get_mut(&entry(key, owner)) {
             hold.fence = fence;
+            hold.valid_until = Some(valid_until);
+        }
+    }
+
+    /// Records that `owner`'s lock was renewed on a majority, valid until `valid_until`.
+    pub(crate) fn renewed(&self, key: &LockKey, owner: &OwnerToken, valid_until: Instant) {
+        if let Some(hold) = self.lock().get_mut(&entry(key, owner)) {
+            hold.valid_until = Some(valid_until);
         }
     }
 
@@ -67,6 +86,7 @@ impl Attempts {
                 value: owner.clone(),
                 ttl: Ttl::DEFAULT,
                 fence: 0,
+                valid_until: None,
             })
     }
 

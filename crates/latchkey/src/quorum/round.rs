@@ -54,6 +54,14 @@ where
     answers
 }
 
+/// How many of `answers` are replies for which `is` holds.
+pub(crate) fn count<T>(answers: &Answers<T>, is: impl Fn(&T) -> bool) -> usize {
+    answers
+        .iter()
+        .filter(|a| matches!(a, Some(Ok(value)) if is(value)))
+        .count()
+}
+
 /// Every node's index, to ask them all.
 pub(crate) fn all(nodes: &[RedisStore]) -> Vec<usize> {
     (0..nodes.len()).collect()

@@ -237,10 +237,7 @@ impl QuorumStore {
     {
         let count = asked.len();
         round::ask(&self.inner.nodes, asked, deadline, call, |answers| {
-            let yes = answers
-                .iter()
-                .filter(|a| matches!(a, Some(Ok(v)) if is_yes(v)))
-                .count();
+            let yes = round::count(answers, &is_yes);
             let no = answers.iter().flatten().count() - yes;
             tally::settled(count, needed, yes, no).is_some()
         })
@@ -327,10 +324,7 @@ impl QuorumStore {
                 |held| *held,
             )
             .await;
-        let confirmed = answers
-            .iter()
-            .filter(|a| matches!(a, Some(Ok(true))))
-            .count();
+        let confirmed = round::count(&answers, |held| *held);
         (confirmed >= needed, answers)
     }
 
@@ -424,7 +418,10 @@ impl LockStore for QuorumStore {
             self.undo(key, &hold).await;
             return Err(failure);
         }
-        self.inner.attempts.granted(key, owner, plan.fence);
+        let valid_until = ttl.valid_until(sent);
+        self.inner
+            .attempts
+            .granted(key, owner, plan.fence, valid_until);
         Ok(Attempt::acquired(plan.fence, 0))
     }
 
@@ -437,18 +434,18 @@ impl LockStore for QuorumStore {
         let hold = self.inner.attempts.latest(key, owner);
         let deadline = self.node_deadline(hold.ttl);
         let answers = self.release_everywhere(key, &hold.value, deadline).await;
-        let released = answers
-            .iter()
-            .filter(|a| matches!(a, Some(Ok(true))))
-            .count();
-        let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
-        if released < self.majority() && answered < self.majority() {
-            // Too few answers to say whether it was ours: the caller retries.
+        let released = round::count(&answers, |released| *released);
+        let answered = round::count(&answers, |_| true);
+        if answered < self.majority() {
+            // Too few answers to say anything: the caller retries.
             let reports = self.reports(answers, describe_held);
             return Err(self.no_quorum(key, reports, None));
         }
         self.inner.attempts.forget(key, owner);
-        Ok(released >= self.majority())
+        // It was ours unless a majority says otherwise: a node that did not answer
+        // may still hold its copy (it expires with the lease).
+        let unknown = self.inner.nodes.len() - answered;
+        Ok(released + unknown >= self.majority())
     }
 
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
@@ -456,24 +453,33 @@ impl LockStore for QuorumStore {
         let hold = self.inner.attempts.latest(key, owner);
         let deadline = self.node_deadline(ttl);
         let all = round::all(&self.inner.nodes);
-        // Every node is asked, so the ones that lost the lock take it back; the
-        // round settles on the nodes that still held it.
+        // Every node is asked, so the ones that lost the lock take it back.
         let answers = self
             .ask(
                 &all,
                 deadline,
                 self.majority(),
                 |node| extend(node, key, &hold.value, ttl, hold.fence),
-                |e| *e == 1,
+                |reply| *reply > 0,
             )
             .await;
-        let held = answers.iter().filter(|a| matches!(a, Some(Ok(1)))).count();
-        let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
-        if held >= self.majority() {
-            // A majority held it, but only a renewal within the validity counts.
-            return Ok(ttl.valid_until(sent) > Instant::now());
+        // Nodes taken back count only if the lock was surely ours when the extend
+        // was sent: then nobody else can have held it in between.
+        let in_time = hold.valid_until.is_some_and(|until| sent < until);
+        let taken_back = if in_time {
+            round::count(&answers, |r| *r == 2)
+        } else {
+            0
+        };
+        let ours = round::count(&answers, |r| *r == 1) + taken_back;
+        if ours >= self.majority() {
+            let valid_until = ttl.valid_until(sent);
+            self.inner.attempts.renewed(key, owner, valid_until);
+            // Renewed on a majority, but only within the new validity does it count.
+            return Ok(valid_until > Instant::now());
         }
-        if answered >= self.majority() {
+        let unknown = self.inner.nodes.len() - round::count(&answers, |_| true);
+        if ours + unknown < self.majority() {
             return Ok(false);
         }
         let reports = self.reports(answers, |e| match e {
@@ -578,8 +584,7 @@ impl Inspect for QuorumStore {
             |_| false,
         )
         .await;
-        let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
-        if answered < self.majority() {
+        if round::count(&answers, |_| true) < self.majority() {
             let reports = self.reports(answers, |_| NodeAnswer::Granted);
             return Err(Error::NoQuorum {
                 key: pattern.to_owned(),
