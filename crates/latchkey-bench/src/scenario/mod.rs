@@ -1,6 +1,7 @@
 //! The scenarios: what runs, with how many tasks, on which keys.
 
 mod deployments;
+mod quorum;
 mod tasks;
 mod waiters;
 mod wakeup;
@@ -41,11 +42,14 @@ pub enum Scenario {
     /// latchkey on one node, on a 3-primary cluster and with WAIT 1 for a replica,
     /// all started by the bench (latchkey only).
     Deployments,
+    /// latchkey on a quorum of 5 masters, beside one of them alone and rslock's
+    /// multi-node mode; then with one master stopped.
+    Quorum,
 }
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Uncontended,
         Scenario::Contended,
         Scenario::ContendedProcesses,
@@ -54,6 +58,7 @@ impl Scenario {
         Scenario::Waiters,
         Scenario::Wakeup,
         Scenario::Deployments,
+        Scenario::Quorum,
     ];
 
     /// The name used on the command line, in tables and in JSON.
@@ -67,6 +72,7 @@ impl Scenario {
             Scenario::Waiters => "waiters",
             Scenario::Wakeup => "wakeup",
             Scenario::Deployments => "deployments",
+            Scenario::Quorum => "quorum",
         }
     }
 
@@ -76,6 +82,7 @@ impl Scenario {
             Scenario::Waiters => 1,
             Scenario::Wakeup => 2,
             Scenario::Deployments => deployments::STEPS,
+            Scenario::Quorum => quorum::STEPS,
             _ => workload::steps(),
         }
     }
@@ -125,6 +132,7 @@ impl Scenario {
             Scenario::Wakeup => wakeup::run(url, duration, progress).await,
             // Starts its own servers of every kind.
             Scenario::Deployments => deployments::run(duration, progress).await,
+            Scenario::Quorum => quorum::run(duration, progress).await,
         }
     }
 }

@@ -245,11 +245,16 @@ impl QuorumStore {
     }
 
     /// Releases `value` on every node, each within `deadline`; how many released.
+    ///
+    /// The round waits for every node, each within `deadline`, unless `enough`
+    /// released it first: the requests to the others are sent all the same, and a
+    /// stopped node runs its own when it wakes.
     async fn release_everywhere(
         &self,
         key: &LockKey,
         value: &OwnerToken,
         deadline: Duration,
+        enough: Option<usize>,
     ) -> Answers<bool> {
         let all = round::all(&self.inner.nodes);
         round::ask(
@@ -257,7 +262,7 @@ impl QuorumStore {
             &all,
             deadline,
             |node| release(node, key, value),
-            |_| false,
+            |answers| enough.is_some_and(|enough| round::count(answers, |r| *r) >= enough),
         )
         .await
     }
@@ -265,7 +270,9 @@ impl QuorumStore {
     /// Undoes a failed attempt on every node.
     async fn undo(&self, key: &LockKey, hold: &Hold) {
         let deadline = self.node_deadline(hold.ttl);
-        let answers = self.release_everywhere(key, &hold.value, deadline).await;
+        let answers = self
+            .release_everywhere(key, &hold.value, deadline, None)
+            .await;
         if answers.iter().any(|a| !matches!(a, Some(Ok(_)))) {
             tracing::debug!(key = %key, "a failed quorum attempt was not undone on every node; it expires with its lease there");
         }
@@ -433,9 +440,15 @@ impl LockStore for QuorumStore {
     ) -> Result<bool> {
         let hold = self.inner.attempts.latest(key, owner);
         let deadline = self.node_deadline(hold.ttl);
-        let answers = self.release_everywhere(key, &hold.value, deadline).await;
+        let answers = self
+            .release_everywhere(key, &hold.value, deadline, Some(self.majority()))
+            .await;
         let released = round::count(&answers, |released| *released);
         let answered = round::count(&answers, |_| true);
+        if released >= self.majority() {
+            self.inner.attempts.forget(key, owner);
+            return Ok(true);
+        }
         if answered < self.majority() {
             // Too few answers to say anything: the caller retries.
             let reports = self.reports(answers, describe_held);
