@@ -8,7 +8,9 @@ use crate::exit::Failure;
 pub async fn run(global: &Global, args: BenchArgs) -> Result<u8, Failure> {
     if global.cluster || global.sentinel.is_some() {
         return Err(Failure::usage(
-            "bench runs against one server; `--scenario deployments` starts a cluster and a replica of its own".to_owned(),
+            "bench runs against one server; `--scenario deployments` starts a cluster and a replica \
+             of its own, `--scenario quorum` five masters"
+                .to_owned(),
         ));
     }
     let redis = match global.redis.as_slice() {
@@ -16,7 +18,8 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<u8, Failure> {
         [url] => Some(url.clone()),
         several => {
             return Err(Failure::usage(format!(
-                "{} Redis URLs given; the quorum scenario is not available yet",
+                "{} Redis URLs given; bench runs against one server (`--scenario quorum` starts five \
+                 masters of its own)",
                 several.len()
             )));
         }

@@ -21,8 +21,10 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct Global {
     /// Redis URL: `redis://[user:password@]host[:port][/db]`, `rediss://` for TLS
-    /// [default: redis://127.0.0.1:6379; `bench`: a private redis-server]. With
-    /// --cluster or --sentinel, several (repeat the option or separate with commas).
+    /// [default: redis://127.0.0.1:6379; `bench`: a private redis-server]. Several
+    /// (repeat the option or separate with commas) are a quorum of independent masters
+    /// (Redlock: an odd number, at least 3), or with --cluster a cluster's seeds, with
+    /// --sentinel the Sentinels.
     #[arg(
         long,
         global = true,
@@ -293,6 +295,9 @@ pub enum BenchScenario {
     Wakeup,
     /// latchkey on one node, a 3-primary cluster, and with WAIT 1 (servers of its own).
     Deployments,
+    /// A quorum of 5 masters beside one of them alone and rslock-5; then one master
+    /// stopped (servers of its own).
+    Quorum,
 }
 
 #[cfg(feature = "bench")]
@@ -307,6 +312,7 @@ impl From<BenchScenario> for latchkey_bench::Scenario {
             BenchScenario::Waiters => latchkey_bench::Scenario::Waiters,
             BenchScenario::Wakeup => latchkey_bench::Scenario::Wakeup,
             BenchScenario::Deployments => latchkey_bench::Scenario::Deployments,
+            BenchScenario::Quorum => latchkey_bench::Scenario::Quorum,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Every command against a Redis Cluster (`--cluster`), through Sentinel
-//! (`--sentinel MASTER`) and with `--wait-replicas`, through the built binary
-//! against real servers.
+//! (`--sentinel MASTER`), with `--wait-replicas` and on a quorum of masters
+//! (several `--redis`), through the built binary against real servers.
 
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -182,14 +182,79 @@ fn wait_replicas_confirms_or_fails_clearly() {
 }
 
 #[test]
-fn several_urls_need_a_deployment_flag() {
+fn several_urls_are_a_quorum_of_an_odd_number() {
     let urls = [
         "redis://127.0.0.1:1".to_owned(),
         "redis://127.0.0.1:2".to_owned(),
     ];
     let output = latchkey(&urls, &["status", "job"]);
-    assert_eq!(output.status.code(), Some(64));
-    assert!(stderr(&output).contains("--cluster"), "{}", stderr(&output));
+    assert_eq!(output.status.code(), Some(64), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("odd number, at least 3"),
+        "{}",
+        stderr(&output)
+    );
     let output = latchkey(&[], &["--cluster", "--sentinel", "m", "status", "job"]);
     assert_eq!(output.status.code(), Some(64));
+}
+
+#[test]
+fn every_lock_command_works_on_a_quorum_with_a_master_stopped() {
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+    let urls: Vec<String> = masters.iter().map(RedisServer::url).collect();
+    masters[1].pause().unwrap();
+    let ran = latchkey(
+        &urls,
+        &[
+            "run",
+            "report",
+            "--",
+            "sh",
+            "-c",
+            "echo fence=$LATCHKEY_FENCE",
+        ],
+    );
+    assert_eq!(ran.status.code(), Some(0), "{}", stderr(&ran));
+    assert!(stdout(&ran).contains("fence="), "{}", stdout(&ran));
+    let mut holder = hold(&urls, &[], "report");
+    let status = json(&latchkey(&urls, &["status", "report", "--json"]));
+    assert_eq!(status["held"], true, "{status}");
+    let listed = latchkey(&urls, &["list", "--json"]);
+    assert!(
+        stdout(&listed).contains("\"report\""),
+        "{}",
+        stdout(&listed)
+    );
+    let busy = latchkey(&urls, &["run", "report", "--no-wait", "--", "true"]);
+    assert_eq!(busy.status.code(), Some(75), "{}", stderr(&busy));
+    let released = latchkey(&urls, &["release", "report", "--force"]);
+    assert_eq!(released.status.code(), Some(0), "{}", stderr(&released));
+    assert_eq!(
+        json(&latchkey(&urls, &["status", "report", "--json"]))["held"],
+        false
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+    masters[1].resume().unwrap();
+}
+
+#[test]
+fn a_quorum_refuses_what_it_cannot_do_and_names_the_masters_it_lacks() {
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+    let urls: Vec<String> = masters.iter().map(RedisServer::url).collect();
+    let fair = latchkey(&urls, &["run", "job", "--fair", "--", "true"]);
+    assert_eq!(fair.status.code(), Some(64), "{}", stderr(&fair));
+    assert!(stderr(&fair).contains("fair (FIFO)"), "{}", stderr(&fair));
+    let throttled = latchkey(&urls, &["throttle", "sms:1", "--limit", "1", "--per", "1m"]);
+    assert_eq!(throttled.status.code(), Some(64), "{}", stderr(&throttled));
+    masters[0].pause().unwrap();
+    masters[2].pause().unwrap();
+    let lacking = latchkey(&urls, &["run", "job", "--wait", "300ms", "--", "true"]);
+    assert_ne!(lacking.status.code(), Some(0));
+    for master in [&masters[0], &masters[2]] {
+        let port = master.port().to_string();
+        assert!(stderr(&lacking).contains(&port), "{}", stderr(&lacking));
+    }
+    masters[0].resume().unwrap();
+    masters[2].resume().unwrap();
 }

@@ -353,6 +353,7 @@
 //! | primary + replicas | [`Client::open`] (the primary) | yes (asynchronous replication); rarely with [`Client::with_wait_replicas`] |
 //! | Sentinel | [`Client::open_sentinel`] | as primary + replicas; the client follows the new primary |
 //! | Redis Cluster (≥ 7) | [`Client::open_cluster`] | per shard, as primary + replicas |
+//! | N independent masters (Redlock) | [`Client::open_quorum`] | no, while a majority keeps its data; a master that lost its data stays out for a lease + 1 s |
 //!
 //! Fencing tokens keep growing through every one of these (see [Fencing](#fencing)).
 //! On a cluster, all keys of a lock share its hash slot, every script runs on the
@@ -361,6 +362,17 @@
 //! [`Client::with_wait_replicas`] makes every grant and renewal wait (`WAIT`) until
 //! that many replicas have it; a grant fewer confirm is undone and reported as
 //! [`Error::TooFewReplicas`], and [`MutexGuard::replicas`] says how many did.
+//!
+//! # A quorum of independent masters
+//!
+//! [`Client::open_quorum`] holds each lock on a majority of N independent masters (N
+//! odd, at least 3), as Redlock does: requests go to all of them at once, each with
+//! its own deadline, and settle on a majority, so a slow or dead minority delays
+//! nothing. Fencing tokens keep growing across the quorum (the holder writes its
+//! token back to a majority before it gets it; see the repository's
+//! `docs/quorum-fencing.md` and [`quorum`]). A quorum has no wait queue, so fair locks
+//! are refused; and a master that restarts without its data must stay out for the
+//! longest lease plus 1 s. Errors name every master ([`Error::NoQuorum`]).
 //!
 //! ```no_run
 //! # async fn demo() -> latchkey::Result<()> {
@@ -439,6 +451,7 @@
 //! | [`NotRedis`](Error::NotRedis) | the address answered, but not in the Redis protocol | check the port |
 //! | [`Tls`](Error::Tls) | the TLS handshake failed or the certificate is not trusted | check the port, or configure the CA |
 //! | [`TooFewReplicas`](Error::TooFewReplicas) | fewer replicas than asked for confirmed a grant or renewal | transient: waiting calls retry it |
+//! | [`NoQuorum`](Error::NoQuorum) | a quorum's majority did not grant (each master's answer listed) | transient unless enough masters refused authentication or ACL |
 //! | [`Runtime`](Error::Runtime) | the [`blocking`] API's runtime failed | see [`blocking`] |
 //!
 //! [`Error::is_transient`] says whether the same call may succeed later. Waiting calls

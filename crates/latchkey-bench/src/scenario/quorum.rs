@@ -56,6 +56,7 @@ pub(crate) async fn run(
         on_one.add(measure(&Locker::Latchkey(&single), slice).await?);
         on_five.add(measure(&Locker::Quorum(&quorum), slice).await?);
         peer.add(measure(&Locker::Rslock(&rslock), slice).await?);
+        // Keys are per implementation: one's leftovers never block another.
     }
     progress.inc(1);
 
@@ -83,6 +84,16 @@ enum Locker<'a> {
     Latchkey(&'a Client),
     Quorum(&'a Client<QuorumStore>),
     Rslock(&'a Arc<rslock::LockManager>),
+}
+
+impl Locker<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Locker::Latchkey(_) => "single",
+            Locker::Quorum(_) => "quorum",
+            Locker::Rslock(_) => "rslock",
+        }
+    }
 }
 
 /// Acquisitions and their latencies over some time, and the bench's CPU for them.
@@ -117,7 +128,7 @@ async fn measure(locker: &Locker<'_>, duration: Duration) -> Result<Run, BenchEr
     let stop = started + duration;
     let mut tasks = Vec::new();
     for task in 0..TASKS {
-        let key = format!("bench:quorum:{task}");
+        let key = format!("bench:quorum:{}:{task}", locker.name());
         tasks.push(match locker {
             Locker::Latchkey(client) => tokio::spawn(latchkey_loop((*client).clone(), key, stop)),
             Locker::Quorum(client) => tokio::spawn(latchkey_loop((*client).clone(), key, stop)),

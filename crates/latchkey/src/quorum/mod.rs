@@ -19,11 +19,11 @@
 //! # Ok(()) }
 //! ```
 //!
-//! How the pieces fit: [`round`] asks every node at once and settles on a majority;
-//! [`tally`] is the arithmetic (a majority, the fencing token), free of I/O, so
-//! the exhaustive model check (`model.rs`, a test) runs the same code; each attempt
-//! writes a value of its own ([`attempts`]); what every node said ends up in
-//! [`Error::NoQuorum`](crate::Error::NoQuorum) ([`NodeReport`]).
+//! How the pieces fit (in the source): `round.rs` asks every node at once and
+//! settles on a majority; `tally.rs` is the arithmetic (a majority, the fencing
+//! token), free of I/O, so the exhaustive model check (`model.rs`, a test) runs the
+//! same code; `attempts.rs` gives each attempt a value of its own; what every node
+//! said ends up in [`Error::NoQuorum`](crate::Error::NoQuorum) ([`NodeReport`]).
 
 mod attempts;
 #[cfg(test)]
