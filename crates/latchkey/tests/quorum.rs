@@ -61,7 +61,9 @@ async fn a_lock_is_held_on_a_majority_and_excludes_others() {
         })
         .count();
     assert!(held_on >= 3, "held on {held_on} of 5");
-    assert!(!value.is_empty());
+    assert!(value.ends_with(":lk"));
+    assert!(guard.is_held().await.unwrap());
+    assert!(a.mutex("report").unwrap().is_locked().await.unwrap());
     let busy = b.mutex("report").unwrap().try_lock().await.unwrap_err();
     assert!(matches!(busy, Error::Busy { .. }), "{busy}");
     let first = guard.fence();
@@ -69,10 +71,15 @@ async fn a_lock_is_held_on_a_majority_and_excludes_others() {
     let again = b.mutex("report").unwrap().try_lock().await.unwrap();
     assert!(again.fence() > first);
     again.release().await.unwrap();
-    // Released everywhere: nothing of the lock is left on any node.
+    // Released everywhere: the release returns once a majority confirmed, and the
+    // others' requests were sent too.
+    let deadline = Instant::now() + Duration::from_secs(1);
     for server in &servers {
-        let left: Option<String> = server.connection().unwrap().get("report").unwrap();
-        assert_eq!(left, None);
+        let mut conn = server.connection().unwrap();
+        while conn.get::<_, Option<String>>("report").unwrap().is_some() {
+            assert!(Instant::now() < deadline, "a copy was never released");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
 
@@ -309,4 +316,24 @@ async fn the_watchdog_takes_the_lock_back_on_a_master_that_lost_it() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!guard.is_lost());
     assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extend_after_the_lease_ran_out_takes_nothing_back() {
+    let servers = masters(3);
+    let client = quorum(&servers).await;
+    let guard = fixed(&client, "late", Duration::from_millis(100))
+        .try_lock()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let error = guard.extend(Duration::from_secs(30)).await.unwrap_err();
+    assert!(matches!(error, Error::LeaseLost { .. }), "{error}");
+    for server in &servers {
+        let left: Option<String> = server.connection().unwrap().get("late").unwrap();
+        assert_eq!(left, None, "an expired lock was taken back");
+    }
+    // Nobody holds it: another client gets it at once.
+    let other = quorum(&servers).await;
+    other.mutex("late").unwrap().try_lock().await.unwrap();
 }

@@ -76,18 +76,21 @@ impl Attempts {
         }
     }
 
+    /// `owner`'s latest attempt on `key`, unless it released the lock (or never
+    /// tried it here).
+    pub(crate) fn get(&self, key: &LockKey, owner: &OwnerToken) -> Option<Hold> {
+        self.lock().get(&entry(key, owner)).cloned()
+    }
+
     /// `owner`'s latest attempt on `key`. An owner this store never saw (an operator
     /// breaking a lock with the value it read) is taken to be the value itself.
     pub(crate) fn latest(&self, key: &LockKey, owner: &OwnerToken) -> Hold {
-        self.lock()
-            .get(&entry(key, owner))
-            .cloned()
-            .unwrap_or_else(|| Hold {
-                value: owner.clone(),
-                ttl: Ttl::DEFAULT,
-                fence: 0,
-                valid_until: None,
-            })
+        self.get(key, owner).unwrap_or_else(|| Hold {
+            value: owner.clone(),
+            ttl: Ttl::DEFAULT,
+            fence: 0,
+            valid_until: None,
+        })
     }
 
     /// Forgets `owner`'s attempts on `key` (it released the lock).
@@ -98,6 +101,15 @@ impl Attempts {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Hold>> {
         // A panic elsewhere while holding the lock leaves plain data; keep using it.
         self.0.holds.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The owner token in a value an attempt wrote (`N/` and the token); any other
+/// value as it is.
+pub(crate) fn owner_of(value: &str) -> &str {
+    match value.split_once('/') {
+        Some((attempt, owner)) if attempt.bytes().all(|b| b.is_ascii_digit()) => owner,
+        _ => value,
     }
 }
 

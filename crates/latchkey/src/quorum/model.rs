@@ -3,7 +3,7 @@
 //! ([`tally`](super::tally)). docs/quorum-fencing.md gives the argument; this is
 //! the check that it holds, and that the checker can see it fail.
 //!
-//! The system: 3 nodes and 2 (or 3) clients, each making a few attempts. Time is
+//! The system: 3 nodes and 2 (or 3) clients, each making one attempt. Time is
 //! discrete; a tick may come between any two steps, so any step may be delayed by
 //! any amount (a pause). Each request a client sends reaches its node at once,
 //! later (at any point after, maybe after the client gave up on it: a late
@@ -16,6 +16,11 @@
 //!
 //! Releases and write-backs reach each node at once or never (see
 //! [`LAND_OR_NOT`]); takes may also land late.
+//!
+//! Not modelled (argued in docs/quorum-fencing.md instead): extends (the watchdog's
+//! renewals, which take free nodes back only while the lock is surely ours), several
+//! attempts by one client, and late releases (each attempt writes a value of its
+//! own, so a late release deletes nothing of a later attempt).
 //!
 //! Checked in every state reached:
 //! - **exclusion**: no two clients hold the lock within their validity;

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::attempts::{Attempts, Hold};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+use super::attempts::{Attempts, Hold, owner_of};
 use super::report::{NodeAnswer, NodeReport};
 use super::round::{self, Answers};
 use super::tally::{self, FencePlan, majority};
@@ -244,38 +246,44 @@ impl QuorumStore {
         .await
     }
 
-    /// Releases `value` on every node, each within `deadline`; how many released.
-    ///
-    /// The round waits for every node, each within `deadline`, unless `enough`
-    /// released it first: the requests to the others are sent all the same, and a
-    /// stopped node runs its own when it wakes.
-    async fn release_everywhere(
+    /// Releases `value` on the nodes `asked`, each within `deadline`. The round
+    /// stops waiting once a majority released it, or once a majority of `asked`
+    /// (all of them, if fewer) answered: the requests to the others are sent all
+    /// the same, and a stopped node runs its own when it wakes.
+    async fn release_on(
         &self,
         key: &LockKey,
         value: &OwnerToken,
+        asked: &[usize],
         deadline: Duration,
-        enough: Option<usize>,
     ) -> Answers<bool> {
-        let all = round::all(&self.inner.nodes);
+        let majority = self.majority();
+        let enough_answers = asked.len().min(majority);
         round::ask(
             &self.inner.nodes,
-            &all,
+            asked,
             deadline,
             |node| release(node, key, value),
-            |answers| enough.is_some_and(|enough| round::count(answers, |r| *r) >= enough),
+            |answers| {
+                round::count(answers, |released| *released) >= majority
+                    || round::count(answers, |_| true) >= enough_answers
+            },
         )
         .await
     }
 
-    /// Undoes a failed attempt on every node.
-    async fn undo(&self, key: &LockKey, hold: &Hold) {
+    /// Undoes a failed attempt on every node that may hold it (all but those that
+    /// answered busy), and forgets it.
+    async fn undo(&self, key: &LockKey, owner: &OwnerToken, hold: &Hold, busy: &[usize]) {
+        let asked: Vec<usize> = (0..self.inner.nodes.len())
+            .filter(|node| !busy.contains(node))
+            .collect();
         let deadline = self.node_deadline(hold.ttl);
-        let answers = self
-            .release_everywhere(key, &hold.value, deadline, None)
-            .await;
-        if answers.iter().any(|a| !matches!(a, Some(Ok(_)))) {
+        let answers = self.release_on(key, &hold.value, &asked, deadline).await;
+        if round::count(&answers, |_| true) < asked.len() {
             tracing::debug!(key = %key, "a failed quorum attempt was not undone on every node; it expires with its lease there");
         }
+        self.inner.attempts.forget(key, owner);
     }
 
     fn no_quorum(&self, key: &LockKey, reports: Vec<NodeReport>, late: Option<Duration>) -> Error {
@@ -405,9 +413,13 @@ impl LockStore for QuorumStore {
                 _ => None,
             })
             .collect();
+        // Nodes that refused never held this attempt's value: nothing to undo there.
+        let busy: Vec<usize> = (0..answers.len())
+            .filter(|&i| matches!(answers[i], Some(Ok(Taken::Busy { .. }))))
+            .collect();
         if proposals.len() < self.majority() {
             let refusal = self.refused(key, proposals.len(), answers);
-            self.undo(key, &hold).await;
+            self.undo(key, owner, &hold, &busy).await;
             return refusal;
         }
         let plan = FencePlan::new(&proposals);
@@ -422,7 +434,7 @@ impl LockStore for QuorumStore {
             true => None,
         };
         if let Some(failure) = failure {
-            self.undo(key, &hold).await;
+            self.undo(key, owner, &hold, &busy).await;
             return Err(failure);
         }
         let valid_until = ttl.valid_until(sent);
@@ -440,9 +452,8 @@ impl LockStore for QuorumStore {
     ) -> Result<bool> {
         let hold = self.inner.attempts.latest(key, owner);
         let deadline = self.node_deadline(hold.ttl);
-        let answers = self
-            .release_everywhere(key, &hold.value, deadline, Some(self.majority()))
-            .await;
+        let all = round::all(&self.inner.nodes);
+        let answers = self.release_on(key, &hold.value, &all, deadline).await;
         let released = round::count(&answers, |released| *released);
         let answered = round::count(&answers, |_| true);
         if released >= self.majority() {
@@ -455,47 +466,67 @@ impl LockStore for QuorumStore {
             return Err(self.no_quorum(key, reports, None));
         }
         self.inner.attempts.forget(key, owner);
-        // It was ours unless a majority says otherwise: a node that did not answer
-        // may still hold its copy (it expires with the lease).
-        let unknown = self.inner.nodes.len() - answered;
+        // While the lease lasts, it was ours unless a majority says otherwise: a node
+        // that did not answer may still hold its copy (it expires with the lease).
+        let valid = hold.valid_until.is_some_and(|until| Instant::now() < until);
+        let unknown = if valid {
+            self.inner.nodes.len() - answered
+        } else {
+            0
+        };
         Ok(released + unknown >= self.majority())
     }
 
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
         let sent = Instant::now();
-        let hold = self.inner.attempts.latest(key, owner);
+        // Released already (a renewal racing the release), or never ours here.
+        let Some(hold) = self.inner.attempts.get(key, owner) else {
+            return Ok(false);
+        };
+        let surely_ours = |at: Instant| hold.valid_until.is_some_and(|until| at < until);
+        // Free nodes are taken back only while nobody else can have held the lock
+        // since: while it is surely ours.
+        let take_back = surely_ours(sent);
         let deadline = self.node_deadline(ttl);
         let all = round::all(&self.inner.nodes);
-        // Every node is asked, so the ones that lost the lock take it back.
         let answers = self
             .ask(
                 &all,
                 deadline,
                 self.majority(),
-                |node| extend(node, key, &hold.value, ttl, hold.fence),
-                |reply| *reply > 0,
+                |node| extend(node, key, &hold.value, ttl, hold.fence, take_back),
+                |reply| *reply == 1 || (take_back && *reply == 2),
             )
             .await;
-        // Nodes taken back count only if the lock was surely ours when the extend
-        // was sent: then nobody else can have held it in between.
-        let in_time = hold.valid_until.is_some_and(|until| sent < until);
-        let taken_back = if in_time {
-            round::count(&answers, |r| *r == 2)
+        let taken_back: Vec<usize> = (0..answers.len())
+            .filter(|&i| matches!(answers[i], Some(Ok(2))))
+            .collect();
+        // A node taken back counts only if every answer came while the lock was
+        // still surely ours (a late one may have landed after another holder's turn).
+        let counted = if surely_ours(Instant::now()) {
+            taken_back.len()
         } else {
             0
         };
-        let ours = round::count(&answers, |r| *r == 1) + taken_back;
+        let ours = round::count(&answers, |r| *r == 1) + counted;
         if ours >= self.majority() {
             let valid_until = ttl.valid_until(sent);
             self.inner.attempts.renewed(key, owner, valid_until);
             // Renewed on a majority, but only within the new validity does it count.
             return Ok(valid_until > Instant::now());
         }
+        // Not renewed: give back what this extend took.
+        if !taken_back.is_empty() {
+            let deadline = self.node_deadline(hold.ttl);
+            let _ = self
+                .release_on(key, &hold.value, &taken_back, deadline)
+                .await;
+        }
         let unknown = self.inner.nodes.len() - round::count(&answers, |_| true);
         if ours + unknown < self.majority() {
             return Ok(false);
         }
-        let reports = self.reports(answers, |e| match e {
+        let reports = self.reports(answers, |reply| match reply {
             1 => NodeAnswer::Granted,
             _ => NodeAnswer::NotHeld,
         });
@@ -521,31 +552,44 @@ impl LockStore for QuorumStore {
             let reports = self.reports(answers, |_| NodeAnswer::Granted);
             return Err(self.no_quorum(key, reports, None));
         }
-        Ok(majority_holder(
-            holders.into_iter().flatten(),
-            self.majority(),
-        ))
+        // The owner token, as the guard knows it (each attempt writes `N/` before it).
+        let holder = majority_holder(holders.into_iter().flatten(), self.majority());
+        Ok(holder.map(|value| owner_of(&value).to_owned()))
     }
 }
 
 /// A quorum never passes a lock in-process: the next task takes it on the nodes.
 impl Pass for QuorumStore {}
 
+/// Waiters listen on every master: a release is sent to all of them, so hearing
+/// any one is enough. A watch is ready once a majority confirmed its subscription;
+/// a master that is down or stopped is not waited for (its watch is dropped).
 impl WakeUps for QuorumStore {
     async fn watch(&self, key: &LockKey, owner: &OwnerToken) -> Result<Watch> {
-        let watches = self.inner.nodes.iter().map(|node| node.watch(key, owner));
-        let watches = futures_util::future::join_all(watches).await;
-        Ok(Watch::any(watches.into_iter().collect::<Result<Vec<_>>>()?))
-    }
-
-    fn join_watch(&self, key: &LockKey, owner: &OwnerToken) -> Option<Watch> {
-        let watches = self
+        let mut pending: FuturesUnordered<_> = self
             .inner
             .nodes
             .iter()
-            .map(|node| node.join_watch(key, owner))
-            .collect::<Option<Vec<_>>>()?;
-        Some(Watch::any(watches))
+            .map(|node| node.watch(key, owner))
+            .collect();
+        let mut watches = Vec::new();
+        while let Some(watch) = pending.next().await {
+            watches.push(watch?);
+            if watches.iter().filter(|w| w.is_live()).count() >= self.majority() {
+                break;
+            }
+        }
+        Ok(Watch::any(watches))
+    }
+
+    fn join_watch(&self, key: &LockKey, owner: &OwnerToken) -> Option<Watch> {
+        let watches: Vec<Watch> = self
+            .inner
+            .nodes
+            .iter()
+            .filter_map(|node| node.join_watch(key, owner))
+            .collect();
+        (watches.len() >= self.majority()).then(|| Watch::any(watches))
     }
 }
 
@@ -676,6 +720,7 @@ async fn extend(
     value: &OwnerToken,
     ttl: Ttl,
     fence: u64,
+    take_back: bool,
 ) -> Result<i64> {
     let mut call = scripts::QUORUM_EXTEND.prepare_invoke();
     call.key(key.as_str())
@@ -683,7 +728,8 @@ async fn extend(
         .arg(value.as_str())
         .arg(ttl.as_millis())
         .arg(fence)
-        .arg(memory(ttl));
+        .arg(memory(ttl))
+        .arg(if take_back { "1" } else { "0" });
     node.run(&call, key).await
 }
 

@@ -9,16 +9,18 @@
 -- back (reply 2) adds to the hold, it does not prove it.
 --
 -- KEYS[1]  the lock key.   KEYS[2]  the node's fencing counter.
--- ARGV     token, ttl_ms, fence, memory_ms (see take.lua).
+-- ARGV     token, ttl_ms, fence, memory_ms (see take.lua), take_back: '1' to take a
+--          free node back (only while the lock is surely the caller's), else '0'.
 --
 -- Returns 1 when the lease was reset, 2 when the lock was free and is taken back,
--- 0 when someone else holds it here.
+-- 0 when it is not the caller's here (someone else's, or free and not taken back).
 
 local lock, fence_key = KEYS[1], KEYS[2]
 local token, ttl, fence, memory = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local take_back = ARGV[5] == '1'
 
 local holder = redis.call('GET', lock)
-if holder and holder ~= token then
+if (holder and holder ~= token) or (not holder and not take_back) then
   return 0
 end
 -- Read before the first write: a counter that is not a number raises here.
