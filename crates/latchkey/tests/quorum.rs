@@ -335,5 +335,6 @@ async fn an_extend_after_the_lease_ran_out_takes_nothing_back() {
     }
     // Nobody holds it: another client gets it at once.
     let other = quorum(&servers).await;
-    other.mutex("late").unwrap().try_lock().await.unwrap();
+    let taken = other.mutex("late").unwrap().try_lock().await.unwrap();
+    assert!(taken.release().await.unwrap());
 }
