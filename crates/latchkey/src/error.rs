@@ -159,7 +159,7 @@ pub enum Error {
     /// }
     /// # }
     /// ```
-    #[error("lock {key:?}: {}", no_quorum_detail(*needed, nodes, *late))]
+    #[error("{}", no_quorum_detail(key, *needed, nodes, *late))]
     NoQuorum {
         /// The lock's key.
         key: String,
@@ -457,6 +457,7 @@ fn busy_detail(waited: Duration, holder: Option<&str>, left: Option<Duration>) -
 }
 
 fn no_quorum_detail(
+    key: &str,
     needed: usize,
     nodes: &[crate::quorum::NodeReport],
     late: Option<Duration>,
@@ -466,13 +467,17 @@ fn no_quorum_detail(
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("; ");
+    let what = match key.is_empty() {
+        true => "the quorum's masters".to_owned(),
+        false => format!("lock {key:?}"),
+    };
     match late {
         Some(took) => format!(
-            "a majority granted it only after {}, past the lease's validity, so it was released: {answers}",
+            "{what}: a majority granted it only after {}, past the lease's validity, so it was released: {answers}",
             humanize(took)
         ),
         None => format!(
-            "no majority: {needed} of {} nodes must grant it; {answers}",
+            "{what}: no majority: {needed} of {} nodes must answer; {answers}",
             nodes.len()
         ),
     }

@@ -15,9 +15,10 @@ use indicatif::ProgressBar;
 use latchkey::Client;
 use latchkey_testkit::{RedisCluster, RedisServer};
 
+use super::timed::TimedRun;
 use crate::BenchError;
 use crate::figures::Figures;
-use crate::stats::{Percentiles, process_cpu};
+use crate::stats::process_cpu;
 
 const SCENARIO: &str = "deployments";
 /// Contended: clients (each its own connections) × tasks each, on one key.
@@ -84,13 +85,13 @@ pub(crate) async fn run(
     for (kind, (first, first_clients), (second, second_clients)) in pairs {
         progress.set_message(format!("{SCENARIO}: {first} and {second}"));
         // Alternating rounds, so drift on a shared machine hits both alike.
-        let (mut a, mut b) = (Run::default(), Run::default());
+        let (mut a, mut b) = (TimedRun::default(), TimedRun::default());
         for _ in 0..ROUNDS {
             a.add(measure(kind, &first_clients, duration / ROUNDS).await?);
             b.add(measure(kind, &second_clients, duration / ROUNDS).await?);
         }
-        figures.push(a.figures(first));
-        figures.push(b.figures(second));
+        figures.push(a.figures(SCENARIO, first));
+        figures.push(b.figures(SCENARIO, second));
         progress.inc(1);
     }
     let after = publishes(&cluster)?;
@@ -130,34 +131,12 @@ enum Kind {
     Acquire,
 }
 
-/// Acquisitions and their latencies over some time, and the CPU the bench process
-/// spent on them (the clients' share of the work).
-#[derive(Default)]
-struct Run {
-    elapsed: Duration,
-    latencies: Vec<Duration>,
-    client_cpu: Duration,
-}
-
-impl Run {
-    fn add(&mut self, other: Run) {
-        self.elapsed += other.elapsed;
-        self.latencies.extend(other.latencies);
-        self.client_cpu += other.client_cpu;
-    }
-
-    fn figures(mut self, name: &str) -> Figures {
-        let ops = self.latencies.len().max(1) as f64;
-        let rate = self.latencies.len() as f64 / self.elapsed.as_secs_f64().max(1e-9);
-        Figures {
-            client_cpu_us_per_op: Some(self.client_cpu.as_secs_f64() * 1e6 / ops),
-            ..Figures::timed(SCENARIO, name, rate, Percentiles::of(&mut self.latencies))
-        }
-    }
-}
-
 /// Runs `kind` on `clients` for `duration`.
-async fn measure(kind: Kind, clients: &[Client], duration: Duration) -> Result<Run, BenchError> {
+async fn measure(
+    kind: Kind,
+    clients: &[Client],
+    duration: Duration,
+) -> Result<TimedRun, BenchError> {
     let (key, tasks_per_client) = match kind {
         Kind::Cycle => ("bench:deploy:cycle", 1),
         Kind::Contended => ("bench:deploy:contended", TASKS_PER_CLIENT),
@@ -186,7 +165,7 @@ async fn measure(kind: Kind, clients: &[Client], duration: Duration) -> Result<R
             }));
         }
     }
-    let mut run = Run::default();
+    let mut run = TimedRun::default();
     for task in tasks {
         let latencies = task
             .await

@@ -3,6 +3,7 @@
 mod deployments;
 mod quorum;
 mod tasks;
+mod timed;
 mod waiters;
 mod wakeup;
 pub mod worker;

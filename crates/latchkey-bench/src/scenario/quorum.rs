@@ -17,9 +17,10 @@ use latchkey::store::{Pass, WakeUps};
 use latchkey::{Client, Lease};
 use latchkey_testkit::RedisServer;
 
+use super::timed::TimedRun;
 use crate::BenchError;
 use crate::figures::Figures;
-use crate::stats::{Percentiles, process_cpu};
+use crate::stats::process_cpu;
 
 const SCENARIO: &str = "quorum";
 const MASTERS: usize = 5;
@@ -50,7 +51,11 @@ pub(crate) async fn run(
     let rslock = Arc::new(rslock::LockManager::new(urls.clone()));
 
     progress.set_message(format!("{SCENARIO}: single, quorum-5 and rslock-5"));
-    let (mut on_one, mut on_five, mut peer) = (Run::default(), Run::default(), Run::default());
+    let (mut on_one, mut on_five, mut peer) = (
+        TimedRun::default(),
+        TimedRun::default(),
+        TimedRun::default(),
+    );
     for _ in 0..ROUNDS {
         let slice = duration / ROUNDS;
         on_one.add(measure(&Locker::Latchkey(&single), slice).await?);
@@ -69,10 +74,10 @@ pub(crate) async fn run(
     progress.inc(1);
 
     let figures = vec![
-        on_one.figures("acquire/single"),
-        on_five.figures("acquire/quorum-5"),
-        peer.figures("acquire/rslock-5"),
-        stopped.figures("acquire/quorum-5-one-stopped"),
+        on_one.figures(SCENARIO, "acquire/single"),
+        on_five.figures(SCENARIO, "acquire/quorum-5"),
+        peer.figures(SCENARIO, "acquire/rslock-5"),
+        stopped.figures(SCENARIO, "acquire/quorum-5-one-stopped"),
     ];
     let deadline = quorum.store().node_deadline(latchkey::Ttl::new(TTL)?);
     print_ratios(&figures, deadline);
@@ -96,33 +101,8 @@ impl Locker<'_> {
     }
 }
 
-/// Acquisitions and their latencies over some time, and the bench's CPU for them.
-#[derive(Default)]
-struct Run {
-    elapsed: Duration,
-    latencies: Vec<Duration>,
-    client_cpu: Duration,
-}
-
-impl Run {
-    fn add(&mut self, other: Run) {
-        self.elapsed += other.elapsed;
-        self.latencies.extend(other.latencies);
-        self.client_cpu += other.client_cpu;
-    }
-
-    fn figures(mut self, name: &str) -> Figures {
-        let ops = self.latencies.len().max(1) as f64;
-        let rate = self.latencies.len() as f64 / self.elapsed.as_secs_f64().max(1e-9);
-        Figures {
-            client_cpu_us_per_op: Some(self.client_cpu.as_secs_f64() * 1e6 / ops),
-            ..Figures::timed(SCENARIO, name, rate, Percentiles::of(&mut self.latencies))
-        }
-    }
-}
-
 /// 50 tasks, each on its own key, for `duration`: acquire (timed) and release.
-async fn measure(locker: &Locker<'_>, duration: Duration) -> Result<Run, BenchError> {
+async fn measure(locker: &Locker<'_>, duration: Duration) -> Result<TimedRun, BenchError> {
     let started = Instant::now();
     let cpu_before = process_cpu();
     let stop = started + duration;
@@ -135,7 +115,7 @@ async fn measure(locker: &Locker<'_>, duration: Duration) -> Result<Run, BenchEr
             Locker::Rslock(manager) => tokio::spawn(rslock_loop((*manager).clone(), key, stop)),
         });
     }
-    let mut run = Run::default();
+    let mut run = TimedRun::default();
     for task in tasks {
         let latencies = task
             .await

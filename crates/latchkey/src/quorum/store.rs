@@ -286,6 +286,31 @@ impl QuorumStore {
         self.inner.attempts.forget(key, owner);
     }
 
+    /// Reads from every node (each within the reply timeout) what `call` returns;
+    /// the answers, or [`Error::NoQuorum`] about `what` if fewer than a majority
+    /// answered.
+    async fn read<'a, T, Fut>(
+        &'a self,
+        what: &str,
+        call: impl Fn(&'a RedisStore) -> Fut,
+    ) -> Result<Vec<T>>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let all = round::all(&self.inner.nodes);
+        let answers = round::ask(&self.inner.nodes, &all, MAX_DEADLINE, call, |_| false).await;
+        if round::count(&answers, |_| true) < self.majority() {
+            let reports = self.reports(answers, |_| NodeAnswer::Granted);
+            return Err(Error::NoQuorum {
+                key: what.to_owned(),
+                needed: self.majority(),
+                nodes: reports,
+                late: None,
+            });
+        }
+        Ok(answers.into_iter().flatten().flatten().collect())
+    }
+
     fn no_quorum(&self, key: &LockKey, reports: Vec<NodeReport>, late: Option<Duration>) -> Error {
         Error::NoQuorum {
             key: key.to_string(),
@@ -534,24 +559,7 @@ impl LockStore for QuorumStore {
     }
 
     async fn owner(&self, key: &LockKey) -> Result<Option<String>> {
-        let all = round::all(&self.inner.nodes);
-        let deadline = MAX_DEADLINE;
-        let answers = round::ask(
-            &self.inner.nodes,
-            &all,
-            deadline,
-            |node| node.owner(key),
-            |_| false,
-        )
-        .await;
-        let holders: Vec<Option<String>> = answers
-            .iter()
-            .filter_map(|a| a.as_ref()?.as_ref().ok().cloned())
-            .collect();
-        if holders.len() < self.majority() {
-            let reports = self.reports(answers, |_| NodeAnswer::Granted);
-            return Err(self.no_quorum(key, reports, None));
-        }
+        let holders = self.read(key.as_str(), |node| node.owner(key)).await?;
         // The owner token, as the guard knows it (each attempt writes `N/` before it).
         let holder = majority_holder(holders.into_iter().flatten(), self.majority());
         Ok(holder.map(|value| owner_of(&value).to_owned()))
@@ -595,23 +603,7 @@ impl WakeUps for QuorumStore {
 
 impl Inspect for QuorumStore {
     async fn inspect(&self, key: &LockKey) -> Result<LockStatus> {
-        let all = round::all(&self.inner.nodes);
-        let answers = round::ask(
-            &self.inner.nodes,
-            &all,
-            MAX_DEADLINE,
-            |node| node.inspect(key),
-            |_| false,
-        )
-        .await;
-        let seen: Vec<LockStatus> = answers
-            .iter()
-            .filter_map(|a| a.as_ref()?.as_ref().ok().cloned())
-            .collect();
-        if seen.len() < self.majority() {
-            let reports = self.reports(answers, |_| NodeAnswer::Granted);
-            return Err(self.no_quorum(key, reports, None));
-        }
+        let seen = self.read(key.as_str(), |node| node.inspect(key)).await?;
         let holder = majority_holder(
             seen.iter().filter_map(|s| s.holder.clone()),
             self.majority(),
@@ -632,25 +624,8 @@ impl Inspect for QuorumStore {
     }
 
     async fn scan(&self, pattern: &str) -> Result<Vec<String>> {
-        let all = round::all(&self.inner.nodes);
-        let answers = round::ask(
-            &self.inner.nodes,
-            &all,
-            MAX_DEADLINE,
-            |node| node.scan(pattern),
-            |_| false,
-        )
-        .await;
-        if round::count(&answers, |_| true) < self.majority() {
-            let reports = self.reports(answers, |_| NodeAnswer::Granted);
-            return Err(Error::NoQuorum {
-                key: pattern.to_owned(),
-                needed: self.majority(),
-                nodes: reports,
-                late: None,
-            });
-        }
-        let mut keys: Vec<String> = answers.into_iter().flatten().flatten().flatten().collect();
+        let found = self.read(pattern, |node| node.scan(pattern)).await?;
+        let mut keys: Vec<String> = found.into_iter().flatten().collect();
         keys.sort();
         keys.dedup();
         Ok(keys)
