@@ -224,30 +224,40 @@ async fn without_the_delay_an_empty_restart_lets_a_second_holder_in() {
     assert!(second.fence() > held.fence());
 }
 
-/// The write-back: one node's counter far ahead of the others (it granted while
-/// they were away). The next holder's token is above it, and so is the token of
-/// a holder that takes the lock after that node is gone.
+/// The write-back. An earlier holder's token is on nodes 0 and 1 (the majority it
+/// was written back to), node 2 never saw it. The next holder gets nodes 0 and 2
+/// (node 1 is held by someone else): its token is above the earlier one, and it
+/// must raise node 2 to it, because the holder after it gets nodes 1 and 2 (node 0
+/// is stopped) and must still get a larger token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fences_grow_across_changing_majorities() {
     let servers = masters(3);
     let client = quorum(&servers).await;
     let fence_key = "{ledger}:lk:fence";
-    let ahead: u64 = 9_000_000_000_000_000;
-    let _: () = servers[0]
-        .connection()
-        .unwrap()
-        .set(fence_key, ahead)
-        .unwrap();
+    let earlier: u64 = 9_000_000_000_000_000;
+    for server in &servers[..2] {
+        let _: () = server
+            .connection()
+            .unwrap()
+            .set(fence_key, earlier)
+            .unwrap();
+    }
+    occupy(&servers[1], "ledger", 60_000);
     let first = client.mutex("ledger").unwrap().try_lock().await.unwrap();
-    assert!(first.fence() > ahead, "{} <= {ahead}", first.fence());
+    assert!(first.fence() > earlier, "{} <= {earlier}", first.fence());
     let first_fence = first.fence();
     first.release().await.unwrap();
-    // Node 0 is gone: the majority is now {1, 2}, which must carry the token.
+    let _: () = servers[1].connection().unwrap().del("ledger").unwrap();
     servers[0].pause().unwrap();
-    let second = client.mutex("ledger").unwrap().try_lock().await.unwrap();
+    let second = client
+        .mutex("ledger")
+        .unwrap()
+        .lock_timeout(Duration::from_secs(2))
+        .await
+        .unwrap();
     assert!(
         second.fence() > first_fence,
-        "{} <= {first_fence}",
+        "{} <= {first_fence}: node 2 was not raised",
         second.fence()
     );
     second.release().await.unwrap();

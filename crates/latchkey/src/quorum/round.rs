@@ -54,6 +54,47 @@ where
     answers
 }
 
+/// Like [`ask`], but each request runs in a task of its own, to completion (or its
+/// deadline) even after the round settled: for releases, which must reach every
+/// node however early the caller stops waiting.
+pub(crate) async fn ask_detached<T, F, Fut>(
+    nodes: &[RedisStore],
+    asked: &[usize],
+    deadline: Duration,
+    call: F,
+    mut settled: impl FnMut(&Answers<T>) -> bool,
+) -> Answers<T>
+where
+    T: Send + 'static,
+    F: Fn(RedisStore) -> Fut,
+    Fut: Future<Output = Result<T>> + Send + 'static,
+{
+    let mut answers: Answers<T> = nodes.iter().map(|_| None).collect();
+    let mut pending: FuturesUnordered<_> = asked
+        .iter()
+        .map(|&index| {
+            let node = nodes[index].clone();
+            let name = node.node().to_owned();
+            let request = tokio::time::timeout(deadline, call(node));
+            let task = tokio::spawn(async move {
+                request
+                    .await
+                    .unwrap_or_else(|_| Err(Error::no_reply_within(&name, deadline)))
+            });
+            async move { (index, task.await) }
+        })
+        .collect();
+    while let Some((index, joined)) = pending.next().await {
+        // A task only fails to join if it panicked: count the node as unanswered.
+        let Ok(reply) = joined else { continue };
+        answers[index] = Some(reply);
+        if settled(&answers) {
+            break;
+        }
+    }
+    answers
+}
+
 /// How many of `answers` are replies for which `is` holds.
 pub(crate) fn count<T>(answers: &Answers<T>, is: impl Fn(&T) -> bool) -> usize {
     answers

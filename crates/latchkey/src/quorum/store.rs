@@ -249,7 +249,8 @@ impl QuorumStore {
     /// Releases `value` on the nodes `asked`, each within `deadline`. The round
     /// stops waiting once a majority released it, or once a majority of `asked`
     /// (all of them, if fewer) answered: the requests to the others are sent all
-    /// the same, and a stopped node runs its own when it wakes.
+    /// the same (each in a task of its own), and a stopped node runs its own when
+    /// it wakes.
     async fn release_on(
         &self,
         key: &LockKey,
@@ -259,11 +260,14 @@ impl QuorumStore {
     ) -> Answers<bool> {
         let majority = self.majority();
         let enough_answers = asked.len().min(majority);
-        round::ask(
+        round::ask_detached(
             &self.inner.nodes,
             asked,
             deadline,
-            |node| release(node, key, value),
+            |node| {
+                let (key, value) = (key.clone(), value.clone());
+                async move { release(&node, &key, &value).await }
+            },
             |answers| {
                 round::count(answers, |released| *released) >= majority
                     || round::count(answers, |_| true) >= enough_answers
