@@ -165,16 +165,7 @@ async fn measure(
             }));
         }
     }
-    let mut run = TimedRun::default();
-    for task in tasks {
-        let latencies = task
-            .await
-            .map_err(|e| BenchError::Check(format!("a task failed: {e}")))??;
-        run.latencies.extend(latencies);
-    }
-    run.elapsed = started.elapsed();
-    run.client_cpu = process_cpu().saturating_sub(cpu_before);
-    Ok(run)
+    TimedRun::gather(tasks, started, cpu_before).await
 }
 
 /// PUBLISH and SPUBLISH calls (scripts' included) so far, per cluster node.

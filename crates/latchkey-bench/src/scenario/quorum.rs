@@ -115,16 +115,7 @@ async fn measure(locker: &Locker<'_>, duration: Duration) -> Result<TimedRun, Be
             Locker::Rslock(manager) => tokio::spawn(rslock_loop((*manager).clone(), key, stop)),
         });
     }
-    let mut run = TimedRun::default();
-    for task in tasks {
-        let latencies = task
-            .await
-            .map_err(|e| BenchError::Check(format!("a task failed: {e}")))??;
-        run.latencies.extend(latencies);
-    }
-    run.elapsed = started.elapsed();
-    run.client_cpu = process_cpu().saturating_sub(cpu_before);
-    Ok(run)
+    TimedRun::gather(tasks, started, cpu_before).await
 }
 
 async fn latchkey_loop<S: Pass + WakeUps>(

@@ -1,10 +1,13 @@
 //! One timed measurement's results, shared by the scenarios that time their own
 //! loops (`deployments`, `quorum`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use tokio::task::JoinHandle;
+
+use crate::BenchError;
 use crate::figures::Figures;
-use crate::stats::Percentiles;
+use crate::stats::{Percentiles, process_cpu};
 
 /// Acquisitions and their latencies over some time, and the CPU the bench process
 /// spent on them (the clients' share of the work).
@@ -16,6 +19,28 @@ pub(crate) struct TimedRun {
 }
 
 impl TimedRun {
+    /// The run of `tasks` (each returning its latencies), started at `started`
+    /// when the process had used `cpu_before`.
+    pub(crate) async fn gather<E>(
+        tasks: Vec<JoinHandle<Result<Vec<Duration>, E>>>,
+        started: Instant,
+        cpu_before: Duration,
+    ) -> Result<TimedRun, BenchError>
+    where
+        BenchError: From<E>,
+    {
+        let mut run = TimedRun::default();
+        for task in tasks {
+            let latencies = task
+                .await
+                .map_err(|e| BenchError::Check(format!("a task failed: {e}")))??;
+            run.latencies.extend(latencies);
+        }
+        run.elapsed = started.elapsed();
+        run.client_cpu = process_cpu().saturating_sub(cpu_before);
+        Ok(run)
+    }
+
     pub(crate) fn add(&mut self, other: TimedRun) {
         self.elapsed += other.elapsed;
         self.latencies.extend(other.latencies);

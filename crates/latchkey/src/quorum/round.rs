@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::stream::{FuturesUnordered, Stream, StreamExt};
 
 use crate::error::{Error, Result};
 use crate::store::RedisStore;
@@ -25,14 +25,13 @@ pub(crate) async fn ask<'a, T, F, Fut>(
     asked: &[usize],
     deadline: Duration,
     call: F,
-    mut settled: impl FnMut(&Answers<T>) -> bool,
+    settled: impl FnMut(&Answers<T>) -> bool,
 ) -> Answers<T>
 where
     F: Fn(&'a RedisStore) -> Fut,
     Fut: Future<Output = Result<T>>,
 {
-    let mut answers: Answers<T> = nodes.iter().map(|_| None).collect();
-    let mut pending: FuturesUnordered<_> = asked
+    let pending: FuturesUnordered<_> = asked
         .iter()
         .map(|&index| {
             let node = &nodes[index];
@@ -41,17 +40,11 @@ where
                 let reply = request
                     .await
                     .unwrap_or_else(|_| Err(Error::no_reply_within(node.node(), deadline)));
-                (index, reply)
+                (index, Some(reply))
             }
         })
         .collect();
-    while let Some((index, reply)) = pending.next().await {
-        answers[index] = Some(reply);
-        if settled(&answers) {
-            break;
-        }
-    }
-    answers
+    gather(nodes.len(), pending, settled).await
 }
 
 /// Like [`ask`], but each request runs in a task of its own, to completion (or its
@@ -62,15 +55,14 @@ pub(crate) async fn ask_detached<T, F, Fut>(
     asked: &[usize],
     deadline: Duration,
     call: F,
-    mut settled: impl FnMut(&Answers<T>) -> bool,
+    settled: impl FnMut(&Answers<T>) -> bool,
 ) -> Answers<T>
 where
     T: Send + 'static,
     F: Fn(RedisStore) -> Fut,
     Fut: Future<Output = Result<T>> + Send + 'static,
 {
-    let mut answers: Answers<T> = nodes.iter().map(|_| None).collect();
-    let mut pending: FuturesUnordered<_> = asked
+    let pending: FuturesUnordered<_> = asked
         .iter()
         .map(|&index| {
             let node = nodes[index].clone();
@@ -81,13 +73,23 @@ where
                     .await
                     .unwrap_or_else(|_| Err(Error::no_reply_within(&name, deadline)))
             });
-            async move { (index, task.await) }
+            // A task only fails to join if it panicked: the node counts as unanswered.
+            async move { (index, task.await.ok()) }
         })
         .collect();
-    while let Some((index, joined)) = pending.next().await {
-        // A task only fails to join if it panicked: count the node as unanswered.
-        let Ok(reply) = joined else { continue };
-        answers[index] = Some(reply);
+    gather(nodes.len(), pending, settled).await
+}
+
+/// Collects the replies of `pending` (node index, reply if any) into the answers of
+/// `nodes` nodes until `settled` says the outcome is known or none is left.
+async fn gather<T>(
+    nodes: usize,
+    mut pending: impl Stream<Item = (usize, Option<Result<T>>)> + Unpin,
+    mut settled: impl FnMut(&Answers<T>) -> bool,
+) -> Answers<T> {
+    let mut answers: Answers<T> = (0..nodes).map(|_| None).collect();
+    while let Some((index, reply)) = pending.next().await {
+        answers[index] = reply;
         if settled(&answers) {
             break;
         }
