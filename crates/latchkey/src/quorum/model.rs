@@ -209,12 +209,16 @@ impl State {
         }
     }
 
-    /// Sends `op` to `nodes`, each request meeting its fate.
-    fn send(&mut self, config: &Config, message: Message, nodes: &[usize], fates: &[Fate]) {
+    /// Sends `op` of `client`'s attempt `value` to `nodes`, each request meeting
+    /// its fate.
+    fn send(&mut self, config: &Config, request: (usize, u8, Op), nodes: &[usize], fates: &[Fate]) {
+        let (client, value, op) = request;
         for (&node, fate) in nodes.iter().zip(fates) {
             let message = Message {
                 node: node as u8,
-                ..message.clone()
+                client: client as u8,
+                value,
+                op: op.clone(),
             };
             match fate {
                 Fate::Now => self.deliver(config, message),
@@ -378,13 +382,7 @@ fn client_steps(config: &Config, state: &State, client: usize, next: &mut Steps)
                     start: state.now,
                     slots: [Slot::Waiting; NODES],
                 };
-                let take = Message {
-                    node: 0,
-                    client: client as u8,
-                    value,
-                    op: Op::Take,
-                };
-                after.send(config, take, &[0, 1, 2], &fates);
+                after.send(config, (client, value, Op::Take), &[0, 1, 2], &fates);
                 next.push((
                     format!("client {client} starts attempt {value}, takes {fates:?}"),
                     Ok(after),
@@ -433,12 +431,7 @@ fn client_steps(config: &Config, state: &State, client: usize, next: &mut Steps)
                     needed,
                     slots,
                 };
-                let raise = Message {
-                    node: 0,
-                    client: client as u8,
-                    value,
-                    op: Op::Raise(plan.fence),
-                };
+                let raise = (client, value, Op::Raise(plan.fence));
                 after.send(config, raise, &plan.raise, &fates);
                 next.push((
                     format!(
@@ -479,13 +472,7 @@ fn give_up(config: &Config, state: &State, client: usize, value: u8, why: &str, 
     for fates in fates(NODES, LAND_OR_NOT) {
         let mut after = state.clone();
         after.clients[client].phase = Phase::Idle;
-        let release = Message {
-            node: 0,
-            client: client as u8,
-            value,
-            op: Op::Release,
-        };
-        after.send(config, release, &[0, 1, 2], &fates);
+        after.send(config, (client, value, Op::Release), &[0, 1, 2], &fates);
         next.push((
             format!("client {client} releases attempt {value} ({why}): {fates:?}"),
             Ok(after),

@@ -35,13 +35,8 @@ where
         .iter()
         .map(|&index| {
             let node = &nodes[index];
-            let request = tokio::time::timeout(deadline, call(node));
-            async move {
-                let reply = request
-                    .await
-                    .unwrap_or_else(|_| Err(Error::no_reply_within(node.node(), deadline)));
-                (index, Some(reply))
-            }
+            let request = call(node);
+            async move { (index, Some(within(deadline, node.node(), request).await)) }
         })
         .collect();
     gather(nodes.len(), pending, settled).await
@@ -67,17 +62,24 @@ where
         .map(|&index| {
             let node = nodes[index].clone();
             let name = node.node().to_owned();
-            let request = tokio::time::timeout(deadline, call(node));
-            let task = tokio::spawn(async move {
-                request
-                    .await
-                    .unwrap_or_else(|_| Err(Error::no_reply_within(&name, deadline)))
-            });
+            let request = call(node);
+            let task = tokio::spawn(async move { within(deadline, &name, request).await });
             // A task only fails to join if it panicked: the node counts as unanswered.
             async move { (index, task.await.ok()) }
         })
         .collect();
     gather(nodes.len(), pending, settled).await
+}
+
+/// `request`'s reply, or a no-reply error naming `node` once `deadline` passed.
+async fn within<T>(
+    deadline: Duration,
+    node: &str,
+    request: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    tokio::time::timeout(deadline, request)
+        .await
+        .unwrap_or_else(|_| Err(Error::no_reply_within(node, deadline)))
 }
 
 /// Collects the replies of `pending` (node index, reply if any) into the answers of

@@ -77,6 +77,7 @@ pub struct QuorumStore {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     nodes: Vec<RedisStore>,
     /// Every node's address, for errors about the quorum as a whole.
@@ -184,10 +185,8 @@ impl QuorumStore {
             )));
         }
         let inner = Inner {
-            nodes: self.inner.nodes.clone(),
-            names: self.inner.names.clone(),
             node_deadline: Some(deadline),
-            attempts: self.inner.attempts.clone(),
+            ..Inner::clone(&self.inner)
         };
         Ok(QuorumStore {
             inner: Arc::new(inner),
