@@ -228,17 +228,55 @@ pub struct ThrottleArgs {
     /// The rate-limited key (e.g. sms:+15551234567).
     pub key: String,
 
-    /// Calls allowed per window (at least 1).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub limit: u64,
+    /// How to count: one call per period (cooldown), calls per window starting at
+    /// the first (fixed), calls in any window ending now (sliding), or a steady
+    /// rate with bursts (gcra).
+    #[arg(long, value_enum, default_value_t = Algo::Fixed)]
+    pub algo: Algo,
 
-    /// The window length.
+    /// Calls allowed per period (at least 1): the window's limit, or GCRA's rate.
+    /// Not taken by --algo cooldown, which allows one.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+
+    /// The period: the window, the cooldown, or GCRA's rate period.
     #[arg(long, value_parser = humantime::parse_duration, allow_hyphen_values = true)]
     pub per: Duration,
+
+    /// GCRA only: calls allowed at once beyond the steady rate.
+    #[arg(long)]
+    pub burst: Option<u64>,
+
+    /// What this call costs, in units of the limit (a batch of N: --cost N).
+    #[arg(long, default_value_t = 1)]
+    pub cost: u64,
+
+    /// Look without counting: what a call of cost 1 would get now.
+    #[arg(long, conflicts_with = "cost")]
+    pub peek: bool,
+
+    /// Also print the HTTP headers for the decision (RateLimit, RateLimit-Policy,
+    /// Retry-After).
+    #[arg(long, conflicts_with = "json")]
+    pub headers: bool,
 
     /// Print the result as one line of JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `throttle --algo`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Algo {
+    /// One call per period.
+    Cooldown,
+    /// Up to --limit calls per window; a window starts at its first call.
+    Fixed,
+    /// Up to --limit calls in any window of --per ending now, counted exactly.
+    Sliding,
+    /// --limit calls per --per, spaced evenly, plus bursts of --burst.
+    Gcra,
 }
 
 #[cfg(feature = "demo")]

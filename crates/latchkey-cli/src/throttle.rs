@@ -1,8 +1,9 @@
 //! `throttle`: one rate-limit decision, as an exit status.
 
+use latchkey::ratelimit::{Decision, Policy};
 use serde::Serialize;
 
-use crate::cli::{Global, ThrottleArgs};
+use crate::cli::{Algo, Global, ThrottleArgs};
 use crate::connect;
 use crate::exit::Failure;
 use crate::output;
@@ -13,48 +14,107 @@ const DENIED: u8 = 1;
 #[derive(Serialize)]
 struct Report<'a> {
     key: &'a str,
+    algo: Algo,
     allowed: bool,
-    count: u64,
     limit: u64,
     remaining: u64,
     retry_after_ms: Option<u64>,
-    resets_in_ms: u64,
+    reset_after_ms: u64,
 }
 
 pub async fn throttle(global: &Global, args: ThrottleArgs) -> Result<u8, Failure> {
     connect::check_name(global, &args.key)?;
-    latchkey::Ttl::new(args.per)?;
+    let policy = policy(&args)?;
     let client = connect::client(global).await?;
-    let decision = client
-        .fixed_window(&args.key, args.limit, args.per)?
-        .check()
-        .await?;
+    let limiter = client.rate_limiter(&args.key, policy)?;
+    let decision = match args.peek {
+        true => limiter.peek().await?,
+        false => limiter.check(args.cost).await?,
+    };
     let status = if decision.allowed { 0 } else { DENIED };
     if args.json {
         output::json(&Report {
             key: &args.key,
+            algo: args.algo,
             allowed: decision.allowed,
-            count: decision.count,
             limit: decision.limit,
-            remaining: decision.remaining(),
+            remaining: decision.remaining,
             retry_after_ms: decision.retry_after.map(output::millis),
-            resets_in_ms: output::millis(decision.resets_in),
+            reset_after_ms: output::millis(decision.reset_after),
         })?;
         return Ok(status);
     }
-    let window = output::human(args.per);
-    match decision.retry_after {
-        None => println!(
-            "allowed: call {} of {} per {window}; window resets in {}",
-            decision.count,
-            decision.limit,
-            output::human(decision.resets_in)
+    println!("{}", summary(&args, &decision));
+    if args.headers {
+        for (name, value) in limiter.headers(&decision).pairs() {
+            println!("{name}: {value}");
+        }
+    }
+    Ok(status)
+}
+
+/// The policy the flags describe, or a usage error naming the flag that does not fit.
+fn policy(args: &ThrottleArgs) -> Result<Policy, Failure> {
+    if args.burst.is_some() && args.algo != Algo::Gcra {
+        return Err(Failure::usage("--burst applies to --algo gcra only".into()));
+    }
+    let limit = match (args.algo, args.limit) {
+        (Algo::Cooldown, Some(_)) => {
+            return Err(Failure::usage(
+                "--algo cooldown allows one call per --per; drop --limit".into(),
+            ));
+        }
+        (Algo::Cooldown, None) => 1,
+        (_, Some(limit)) => limit,
+        (_, None) => {
+            return Err(Failure::usage(
+                "--limit is required (calls per --per)".into(),
+            ));
+        }
+    };
+    let policy = match args.algo {
+        Algo::Cooldown => Policy::cooldown(args.per),
+        Algo::Fixed => Policy::fixed_window(limit, args.per),
+        Algo::Sliding => Policy::sliding_window(limit, args.per),
+        Algo::Gcra => Policy::gcra(limit, args.per, args.burst.unwrap_or(0)),
+    }?;
+    Ok(policy)
+}
+
+/// One line for people: allowed or not, what is left, and when to come back.
+fn summary(args: &ThrottleArgs, decision: &Decision) -> String {
+    let verb = match (args.peek, decision.allowed) {
+        (true, true) => "would be allowed",
+        (true, false) => "would be denied",
+        (false, true) => "allowed",
+        (false, false) => "denied",
+    };
+    let rule = match args.algo {
+        Algo::Cooldown => format!("1 per {}", output::human(args.per)),
+        Algo::Gcra => format!(
+            "{} per {}, burst {}",
+            args.limit.unwrap_or(1),
+            output::human(args.per),
+            args.burst.unwrap_or(0)
         ),
-        Some(wait) => println!(
-            "denied: limit of {} per {window} reached; retry after {}",
+        Algo::Fixed | Algo::Sliding => {
+            format!(
+                "{} per {}",
+                args.limit.unwrap_or(1),
+                output::human(args.per)
+            )
+        }
+    };
+    match decision.retry_after {
+        None => format!(
+            "{verb}: {} of {} left ({rule}); full again in {}",
+            decision.remaining,
             decision.limit,
+            output::human(decision.reset_after)
+        ),
+        Some(wait) => format!(
+            "{verb}: limit reached ({rule}); retry after {}",
             output::human(wait)
         ),
     }
-    Ok(status)
 }

@@ -296,6 +296,85 @@ fn throttle_allows_up_to_the_limit_then_exits_1_with_retry_after() {
 }
 
 #[test]
+fn throttle_runs_every_algorithm_with_costs_peeks_and_headers() {
+    let server = RedisServer::start().unwrap();
+    let throttle = |args: &[&str]| output(&server, &[&["throttle"], args].concat());
+    let sms = ["sms:+1555", "--algo", "cooldown", "--per", "60s"];
+    assert_eq!(throttle(&sms).status.code(), Some(0));
+    let again = throttle(&sms);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(stdout(&again).contains("retry after"), "{}", stdout(&again));
+
+    let gcra = [
+        "api", "--algo", "gcra", "--limit", "10", "--per", "1s", "--burst", "4",
+    ];
+    let batch = throttle(&[&gcra[..], &["--cost", "5", "--json"]].concat());
+    let report = json(&batch);
+    assert_eq!(report["allowed"], true, "{report}");
+    assert_eq!(report["limit"], 5);
+    assert_eq!(report["remaining"], 0);
+    let too_big = throttle(&[&gcra[..], &["--cost", "6"]].concat());
+    assert_eq!(too_big.status.code(), Some(64), "{}", stderr(&too_big));
+    assert!(
+        stderr(&too_big).contains("can never pass"),
+        "{}",
+        stderr(&too_big)
+    );
+
+    let window = [
+        "dl:10.0.0.7",
+        "--algo",
+        "sliding",
+        "--limit",
+        "5",
+        "--per",
+        "10m",
+    ];
+    let look = throttle(&[&window[..], &["--peek", "--headers"]].concat());
+    assert_eq!(look.status.code(), Some(0));
+    let text = stdout(&look);
+    assert!(text.starts_with("would be allowed: 5 of 5 left"), "{text}");
+    assert!(
+        text.contains("RateLimit-Policy: \"default\";q=5;w=600"),
+        "{text}"
+    );
+    assert!(text.contains("RateLimit: \"default\";r=5;t=0"), "{text}");
+    assert!(!text.contains("Retry-After"), "{text}");
+}
+
+#[test]
+fn throttle_flags_that_do_not_fit_the_algorithm_are_usage_errors() {
+    let server = RedisServer::start().unwrap();
+    let cases: [&[&str]; 4] = [
+        &[
+            "throttle", "k", "--algo", "cooldown", "--limit", "2", "--per", "1m",
+        ],
+        &["throttle", "k", "--algo", "fixed", "--per", "1m"],
+        &[
+            "throttle", "k", "--limit", "2", "--per", "1m", "--burst", "3",
+        ],
+        &[
+            "throttle", "k", "--limit", "2", "--per", "1m", "--cost", "0",
+        ],
+    ];
+    for args in cases {
+        let result = output(&server, args);
+        assert_eq!(
+            result.status.code(),
+            Some(64),
+            "{args:?}: {}",
+            stderr(&result)
+        );
+        assert_eq!(
+            stderr(&result).trim().lines().count(),
+            1,
+            "{}",
+            stderr(&result)
+        );
+    }
+}
+
+#[test]
 fn every_misuse_is_one_line_and_a_documented_status() {
     let server = RedisServer::start().unwrap();
     let cases: [(&[&str], i32); 7] = [

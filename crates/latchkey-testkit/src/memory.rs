@@ -13,7 +13,6 @@ use std::time::Instant;
 
 use latchkey::store::{
     AcquireRequest, Attempt, Inspect, LockStatus, LockStore, Notifier, Pass, WakeUps, Watch,
-    WindowCount, WindowCounter,
 };
 use latchkey::{LockKey, OwnerToken, Result, Ttl};
 
@@ -35,7 +34,6 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct State {
     locks: HashMap<String, Lock>,
-    windows: HashMap<String, (u64, Instant)>,
 }
 
 #[derive(Debug, Default)]
@@ -249,22 +247,6 @@ impl Inspect for MemoryStore {
             .collect();
         keys.sort_unstable();
         Ok(keys)
-    }
-}
-
-impl WindowCounter for MemoryStore {
-    async fn count_in_window(&self, key: &LockKey, window: Ttl) -> Result<WindowCount> {
-        let now = Instant::now();
-        let mut state = self.lock();
-        let (count, ends) = state
-            .windows
-            .entry(key.as_str().to_owned())
-            .or_insert((0, now));
-        if *ends <= now {
-            (*count, *ends) = (0, now + window.as_duration());
-        }
-        *count += 1;
-        Ok(WindowCount::new(*count, *ends - now))
     }
 }
 

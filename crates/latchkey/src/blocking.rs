@@ -48,7 +48,7 @@ use crate::error::{Error, Result};
 use crate::key::{LockKey, Prefix};
 use crate::lease::{Lease, Ttl};
 use crate::lock::Fairness;
-use crate::ratelimit::Decision;
+use crate::ratelimit::{Decision, Policy};
 use crate::store::LockStatus;
 use crate::token::OwnerToken;
 
@@ -162,59 +162,75 @@ impl Client {
         block_on(&self.runtime, self.inner.list(pattern))?
     }
 
-    /// A fixed-window rate limit: `limit` calls per `per` (see
-    /// [`crate::Client::fixed_window`]).
+    /// A rate limiter on `name` under `policy` (see [`crate::Client::rate_limiter`]).
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for an invalid name, a zero limit, or a window below
-    /// 1 ms or above ten years.
+    /// [`Error::InvalidArgument`] for an invalid name.
     ///
     /// ```no_run
+    /// use latchkey::ratelimit::Policy;
     /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
-    /// let sms = client.fixed_window("sms:+15551234567", 1, std::time::Duration::from_secs(60))?;
-    /// if !sms.check()?.allowed { println!("too soon"); }
+    /// let sms = client.rate_limiter("sms:+15551234567", Policy::cooldown(std::time::Duration::from_secs(60))?)?;
+    /// if !sms.check(1)?.allowed { println!("too soon"); }
     /// # Ok(()) }
     /// ```
-    pub fn fixed_window(&self, name: &str, limit: u64, per: Duration) -> Result<FixedWindow> {
-        Ok(FixedWindow {
-            inner: self.inner.fixed_window(name, limit, per)?,
+    pub fn rate_limiter(&self, name: &str, policy: Policy) -> Result<RateLimiter> {
+        Ok(RateLimiter {
+            inner: self.inner.rate_limiter(name, policy)?,
             runtime: self.runtime.clone(),
         })
     }
 }
 
-/// Blocking twin of [`crate::ratelimit::FixedWindow`].
+/// Blocking twin of [`crate::ratelimit::RateLimiter`].
 ///
 /// ```no_run
+/// use latchkey::ratelimit::Policy;
 /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
-/// let quota = client.fixed_window("downloads:10.0.0.7", 5, std::time::Duration::from_secs(600))?;
-/// let decision = quota.check()?;
+/// let quota = client.rate_limiter("downloads:10.0.0.7", Policy::fixed_window(5, std::time::Duration::from_secs(600))?)?;
+/// let decision = quota.check(1)?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
-pub struct FixedWindow {
-    inner: crate::ratelimit::FixedWindow,
+pub struct RateLimiter {
+    inner: crate::ratelimit::RateLimiter,
     runtime: Arc<OwnedRuntime>,
 }
 
-impl FixedWindow {
-    /// Counts one call and says whether it is allowed (see
-    /// [`crate::ratelimit::FixedWindow::check`]).
+impl RateLimiter {
+    /// Asks to make one call costing `cost` units, and counts it if allowed (see
+    /// [`crate::ratelimit::RateLimiter::check`]).
     ///
     /// # Errors
     ///
-    /// As [`crate::ratelimit::FixedWindow::check`], and [`Error::Runtime`]. When it
+    /// As [`crate::ratelimit::RateLimiter::check`], and [`Error::Runtime`]. When it
     /// fails, the call may or may not have been counted.
     ///
     /// ```no_run
-    /// # fn demo(quota: latchkey::blocking::FixedWindow) -> latchkey::Result<()> {
-    /// let decision = quota.check()?;
-    /// println!("{} left", decision.remaining());
+    /// # fn demo(quota: latchkey::blocking::RateLimiter) -> latchkey::Result<()> {
+    /// let decision = quota.check(1)?;
+    /// println!("{} left", decision.remaining);
     /// # Ok(()) }
     /// ```
-    pub fn check(&self) -> Result<Decision> {
-        block_on(&self.runtime, self.inner.check())?
+    pub fn check(&self, cost: u64) -> Result<Decision> {
+        block_on(&self.runtime, self.inner.check(cost))?
+    }
+
+    /// What a call of cost 1 would get now, counting nothing (see
+    /// [`crate::ratelimit::RateLimiter::peek`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::ratelimit::RateLimiter::peek`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(quota: latchkey::blocking::RateLimiter) -> latchkey::Result<()> {
+    /// println!("{} left", quota.peek()?.remaining);
+    /// # Ok(()) }
+    /// ```
+    pub fn peek(&self) -> Result<Decision> {
+        block_on(&self.runtime, self.inner.peek())?
     }
 }
 

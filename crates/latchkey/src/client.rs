@@ -5,8 +5,8 @@ use crate::key::{LockKey, Prefix};
 use crate::lock::LocalLocks;
 use crate::lock::Mutex;
 use crate::quorum::QuorumStore;
-use crate::ratelimit::FixedWindow;
-use crate::store::{Connection, Inspect, LockStatus, Pass, RedisStore, WakeUps, WindowCounter};
+use crate::ratelimit::{Policy, RateLimiter};
+use crate::store::{Connection, Inspect, LockStatus, Pass, RateStore, RedisStore, WakeUps};
 
 /// Hands out locks on one store, all under one key prefix. Cheap to clone: clones
 /// share the connection, the subscriber connection that wakes waiters, and the local
@@ -351,31 +351,26 @@ impl<S: Pass + WakeUps + Inspect> Client<S> {
     }
 }
 
-/// Rate limits, on stores that count calls.
-impl<S: WindowCounter> Client<S> {
-    /// A fixed-window rate limit on `name` (key: prefix + name): `limit` calls per `per`.
-    /// Nothing is sent to Redis until [`check`](FixedWindow::check).
+/// Rate limits, on stores that make rate-limit decisions.
+impl<S: RateStore> Client<S> {
+    /// A rate limiter on `name` under `policy`. Nothing is sent to Redis until
+    /// [`check`](RateLimiter::check) or [`peek`](RateLimiter::peek).
     ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name
-    /// (see [`LockKey::new`]), a `limit` of 0, or a window `per` below 1 ms or above ten
-    /// years.
+    /// (see [`LockKey::new`]).
     ///
     /// ```no_run
+    /// use latchkey::ratelimit::Policy;
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
-    /// let quota = client.fixed_window("downloads:10.0.0.7", 5, std::time::Duration::from_secs(600))?;
-    /// assert!(quota.check().await?.allowed);
+    /// let quota = client.rate_limiter("downloads:10.0.0.7", Policy::fixed_window(5, std::time::Duration::from_secs(600))?)?;
+    /// assert!(quota.check(1).await?.allowed);
     /// # Ok(()) }
     /// ```
-    pub fn fixed_window(
-        &self,
-        name: &str,
-        limit: u64,
-        per: std::time::Duration,
-    ) -> Result<FixedWindow<S>> {
+    pub fn rate_limiter(&self, name: &str, policy: Policy) -> Result<RateLimiter<S>> {
         let key = LockKey::new(&self.prefix, name)?;
-        FixedWindow::new(self.store.clone(), key, limit, per)
+        Ok(RateLimiter::new(self.store.clone(), key, policy))
     }
 }
 

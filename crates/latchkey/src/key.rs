@@ -10,7 +10,9 @@ const MAX_NAME_LEN: usize = 1024;
 /// Longest prefix accepted, in bytes.
 const MAX_PREFIX_LEN: usize = 256;
 /// Suffixes of companion keys; a lock name may not end with one.
-const COMPANION_KINDS: [&str; 5] = ["fence", "queue", "leases", "wake", "rate"];
+const COMPANION_KINDS: [&str; 9] = [
+    "fence", "queue", "leases", "wake", "rate", "cooldown", "log", "tally", "gcra",
+];
 
 /// A validated key prefix, prepended to every lock name of a client.
 ///
@@ -81,6 +83,7 @@ impl Prefix {
 /// | `queue` | the wait queue: a sorted set of waiters by arrival |
 /// | `leases` | the waiters' leases: when each counts as dead |
 /// | `wake` | the pub/sub channel on which a waiter hears that it is next |
+/// | `rate`, `cooldown`, `log`, `tally`, `gcra` | a [rate limiter](crate::ratelimit)'s state, one kind per algorithm |
 ///
 /// `tagged(K)` is `K` itself when `K` already has a non-empty hash tag `{…}`, and
 /// `{K}` otherwise. So the companions always sit in `K`'s hash slot, never equal `K`,
@@ -121,7 +124,8 @@ impl LockKey {
     ///
     /// [`Error::InvalidArgument`] for a name that is empty, longer than 1024 bytes,
     /// has a control character, or ends like a companion key (`:lk:fence`,
-    /// `:lk:queue`, `:lk:leases`, `:lk:wake`, `:lk:rate`); and for a key `prefix + name` with a
+    /// `:lk:queue`, `:lk:leases`, `:lk:wake`, or a rate limiter's `:lk:rate`, `:lk:cooldown`,
+    /// `:lk:log`, `:lk:tally`, `:lk:gcra`); and for a key `prefix + name` with a
     /// `}` that does not close a valid hash tag (`x}y`), since Redis Cluster would hash
     /// it differently from its companions.
     ///
@@ -178,13 +182,14 @@ impl LockKey {
         &self.0.channel
     }
 
-    /// The counter of a rate limit by this name: a companion, so a rate limit and a
-    /// lock of the same name never share a key.
-    pub(crate) fn rate_counter(&self) -> String {
+    /// The companion key of `kind` (`rate`, `gcra` …): one of the keys a rate
+    /// limiter or a future primitive keeps beside this name, in its hash slot, never
+    /// equal to a lock's key.
+    pub(crate) fn companion(&self, kind: &str) -> String {
         // Every companion is the tagged key, ":lk:" and its kind.
         let channel = self.channel();
-        let tagged = channel.strip_suffix("wake").unwrap_or(channel);
-        format!("{tagged}rate")
+        let tagged = channel.strip_suffix(":lk:wake").unwrap_or(channel);
+        companion(tagged, kind)
     }
 }
 

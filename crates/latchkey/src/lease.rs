@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 
 /// Longest lease accepted: far beyond any sane lock, and well inside what Redis's
 /// `PX` and our deadline arithmetic can represent.
-const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+pub(crate) const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// A validated lease length: at least 1 ms (Redis's `PX` resolution), at most ten years.
 /// Sub-millisecond parts are dropped, as Redis counts whole milliseconds. Used for

@@ -240,7 +240,7 @@
 //! - **Reading.** [`Mutex::status`], [`Mutex::is_locked`], [`MutexGuard::is_held`]
 //!   and [`Client::list`] only read: dropping them has no effect.
 //! - **Breaking and counting.** A dropped [`Mutex::force_release`] may or may not have
-//!   broken the lock; a dropped [`FixedWindow::check`](ratelimit::FixedWindow::check)
+//!   broken the lock; a dropped [`RateLimiter::check`](ratelimit::RateLimiter::check)
 //!   may or may not have counted the call.
 //!
 //! Each method's `# Cancel safety` section says the same for that method.

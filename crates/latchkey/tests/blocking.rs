@@ -120,11 +120,11 @@ fn the_blocking_api_has_what_the_async_one_has() {
     assert!(!outer.is_held().unwrap());
     drop(outer);
 
-    let quota = client
-        .fixed_window("sms", 1, Duration::from_secs(60))
-        .unwrap();
-    assert!(quota.check().unwrap().allowed);
-    assert!(!quota.check().unwrap().allowed);
+    let policy = latchkey::ratelimit::Policy::cooldown(Duration::from_secs(60)).unwrap();
+    let quota = client.rate_limiter("sms", policy).unwrap();
+    assert!(quota.check(1).unwrap().allowed);
+    assert!(!quota.peek().unwrap().allowed);
+    assert!(!quota.check(1).unwrap().allowed);
 
     // On a plain thread, a fixed lease's lost token still fires when it runs out.
     let short = mutex.with_lease(latchkey::Lease::fixed(Duration::from_millis(200)).unwrap());

@@ -75,6 +75,21 @@ pub(crate) static EXTEND: LazyLock<Script> =
 pub(crate) static INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("inspect.lua")));
 
-/// Count a call in a fixed rate-limit window.
-pub(crate) static FIXED_WINDOW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("fixed_window.lua")));
+/// A rate-limit script, one file per algorithm under `ratelimit/`.
+macro_rules! rate_script {
+    ($file:literal) => {
+        LazyLock::new(|| Script::new(include_str!(concat!("ratelimit/", $file))))
+    };
+}
+
+/// One call per period.
+pub(crate) static COOLDOWN: LazyLock<Script> = rate_script!("cooldown.lua");
+
+/// Calls per fixed window.
+pub(crate) static FIXED_WINDOW: LazyLock<Script> = rate_script!("fixed_window.lua");
+
+/// Calls in the last window, exactly, from a log.
+pub(crate) static SLIDING_WINDOW: LazyLock<Script> = rate_script!("sliding_window.lua");
+
+/// The generic cell rate algorithm.
+pub(crate) static GCRA: LazyLock<Script> = rate_script!("gcra.lua");

@@ -7,7 +7,7 @@
 //! - [`WakeUps`]: wake a waiter when a release picks it (default: waiters re-check
 //!   on timers);
 //! - [`Inspect`]: status and listing, for `Mutex::status`, `Client::list` and the CLI;
-//! - [`WindowCounter`]: the seam of its own under rate limits.
+//! - [`RateStore`]: the seam of its own under rate limits.
 //!
 //! The guard, waiting and cancellation logic of [`Mutex`](crate::Mutex) is written
 //! once on top of them and does not know which store it talks to.
@@ -24,13 +24,13 @@ mod attempt;
 mod cluster;
 mod connection;
 mod lock_store;
+mod rate;
 mod redis_store;
 mod sentinel;
 mod status;
 mod subscriber;
 mod target;
 mod watch;
-mod window;
 
 use std::time::Duration;
 
@@ -43,9 +43,9 @@ pub(crate) use redis_store::{any_tls, invalid_url};
 /// The store's name before it learned to talk to a cluster.
 #[deprecated(note = "renamed `RedisStore`: one type for a single node, a cluster and Sentinel")]
 pub type SingleNode = RedisStore;
+pub use rate::RateStore;
 pub use status::LockStatus;
 pub use watch::{Handed, Notifier, Watch};
-pub use window::{WindowCount, WindowCounter};
 
 /// How long to wait for a TCP (and TLS) connection before calling Redis unreachable.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);

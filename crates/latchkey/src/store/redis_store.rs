@@ -10,12 +10,13 @@ use super::subscriber::{Source, Subscriber};
 use super::target::Target;
 use super::{
     AcquireRequest, Attempt, CONNECT_TIMEOUT, Connection, Inspect, LockStatus, LockStore, Pass,
-    RESPONSE_TIMEOUT, WakeUps, Watch, WindowCount, WindowCounter,
+    RESPONSE_TIMEOUT, RateStore, WakeUps, Watch,
 };
 use super::{cluster, sentinel};
 use crate::error::{Error, Result};
 use crate::key::{LockKey, is_companion_key};
 use crate::lease::Ttl;
+use crate::ratelimit::{Decision, Policy};
 use crate::scripts;
 use crate::token::{OwnerToken, is_latchkey_owner};
 
@@ -645,12 +646,16 @@ impl RedisStore {
     }
 }
 
-impl WindowCounter for RedisStore {
-    async fn count_in_window(&self, key: &LockKey, window: Ttl) -> Result<WindowCount> {
-        let mut call = scripts::FIXED_WINDOW.prepare_invoke();
-        call.key(key.rate_counter()).arg(window.as_millis());
-        let (count, left_ms): (u64, u64) = self.run(&call, key).await?;
-        Ok(WindowCount::new(count, Duration::from_millis(left_ms)))
+impl RateStore for RedisStore {
+    async fn decide(
+        &self,
+        key: &LockKey,
+        policy: &Policy,
+        cost: u64,
+        consume: bool,
+    ) -> Result<Decision> {
+        let call = policy.invocation(key, cost, consume);
+        Ok(policy.decision(self.run(&call, key).await?))
     }
 }
 

@@ -1,0 +1,334 @@
+//! What a rate limit allows: the algorithm and its numbers, checked once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{Script, ScriptInvocation};
+
+use super::Decision;
+use crate::error::{Error, Result};
+use crate::key::LockKey;
+use crate::lease::{MAX_TTL, Ttl};
+use crate::scripts;
+
+/// The largest limit, burst or cost: Lua counts in doubles, exact up to 2^53.
+const MAX_UNITS: u64 = 1 << 50;
+
+/// How a [`Policy`] counts. Read it back with [`Policy::algorithm`].
+///
+/// ```
+/// use latchkey::ratelimit::{Algorithm, Policy};
+///
+/// let api = Policy::gcra(100, std::time::Duration::from_secs(1), 20)?;
+/// assert_eq!(api.algorithm(), Algorithm::Gcra { burst: 20 });
+/// # Ok::<(), latchkey::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// One call, then nothing until the period has passed since it.
+    Cooldown,
+    /// Up to the limit per window; a window starts at its first allowed call. Up to
+    /// twice the limit can pass within one period across two windows' boundary.
+    FixedWindow,
+    /// Up to the limit in any period ending now: exact, with a log of at most
+    /// `limit` entries per key.
+    SlidingWindow,
+    /// The generic cell rate algorithm: calls spaced evenly at `limit` per period,
+    /// and up to `burst` calls more in a burst after a quiet spell.
+    Gcra {
+        /// Calls allowed at once beyond the steady rate.
+        burst: u64,
+    },
+}
+
+/// A rate limit's rule: which [`Algorithm`], how many per how long.
+///
+/// Made by [`cooldown`](Self::cooldown), [`fixed_window`](Self::fixed_window),
+/// [`sliding_window`](Self::sliding_window) or [`gcra`](Self::gcra), which check
+/// their numbers; handed to [`Client::rate_limiter`](crate::Client::rate_limiter).
+///
+/// ```
+/// use std::time::Duration;
+/// use latchkey::ratelimit::Policy;
+///
+/// let downloads = Policy::sliding_window(5, Duration::from_secs(600))?;
+/// assert_eq!(downloads.capacity(), 5);
+/// assert!(Policy::fixed_window(0, Duration::from_secs(1)).is_err());
+/// # Ok::<(), latchkey::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    algorithm: Algorithm,
+    quota: u64,
+    period: Ttl,
+    name: Arc<str>,
+}
+
+impl Policy {
+    /// One call per `period`: the SMS code case (one per phone per minute).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a period below 1 ms or above ten years.
+    ///
+    /// ```
+    /// let sms = latchkey::ratelimit::Policy::cooldown(std::time::Duration::from_secs(60))?;
+    /// assert_eq!(sms.capacity(), 1);
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn cooldown(period: Duration) -> Result<Self> {
+        Policy::new(Algorithm::Cooldown, 1, period)
+    }
+
+    /// Up to `limit` calls per window of `per`; a window starts at its first allowed
+    /// call.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a limit of 0 or above 2^50, or a window below
+    /// 1 ms or above ten years.
+    ///
+    /// ```
+    /// let quota = latchkey::ratelimit::Policy::fixed_window(5, std::time::Duration::from_secs(600))?;
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn fixed_window(limit: u64, per: Duration) -> Result<Self> {
+        Policy::new(Algorithm::FixedWindow, limit, per)
+    }
+
+    /// Up to `limit` calls in any span of `per` ending now, counted exactly.
+    ///
+    /// # Errors
+    ///
+    /// As [`fixed_window`](Self::fixed_window).
+    ///
+    /// ```
+    /// let quota = latchkey::ratelimit::Policy::sliding_window(5, std::time::Duration::from_secs(600))?;
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn sliding_window(limit: u64, per: Duration) -> Result<Self> {
+        Policy::new(Algorithm::SlidingWindow, limit, per)
+    }
+
+    /// A steady `rate` calls per `per`, plus bursts of up to `burst` calls more
+    /// (redis-cell's `CL.THROTTLE key burst rate per`): after a quiet spell,
+    /// `burst + 1` calls pass at once, then one every `per / rate`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a rate of 0, a period below 1 ms or above ten
+    /// years, a `per / rate` below 1 µs, or a burst whose span (`(burst + 1) × per /
+    /// rate`) is above ten years.
+    ///
+    /// ```
+    /// let api = latchkey::ratelimit::Policy::gcra(100, std::time::Duration::from_secs(1), 20)?;
+    /// assert_eq!(api.capacity(), 21);
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn gcra(rate: u64, per: Duration, burst: u64) -> Result<Self> {
+        let policy = Policy::new(Algorithm::Gcra { burst }, rate, per)?;
+        let interval = policy.emission_interval_us();
+        if interval == 0 {
+            return invalid(format!(
+                "a rate of {rate} per {per:?} is more than one call per µs"
+            ));
+        }
+        let span = burst.checked_add(1).and_then(|n| n.checked_mul(interval));
+        if span.is_none_or(|span| span > MAX_TTL.as_micros() as u64) {
+            return invalid(format!(
+                "a burst of {burst} at {rate} per {per:?} spans more than ten years"
+            ));
+        }
+        Ok(policy)
+    }
+
+    fn new(algorithm: Algorithm, quota: u64, period: Duration) -> Result<Self> {
+        if quota == 0 {
+            return invalid("a rate limit of 0 allows nothing; use at least 1".into());
+        }
+        if quota > MAX_UNITS {
+            return invalid(format!("a rate limit of {quota} is above 2^50"));
+        }
+        Ok(Policy {
+            algorithm,
+            quota,
+            period: Ttl::at_least(period, Duration::from_millis(1), "a rate-limit period")?,
+            name: Arc::from("default"),
+        })
+    }
+
+    /// The same policy under `name`, the name the HTTP [`Headers`](super::Headers)
+    /// give it (default `default`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name, or one with characters other
+    /// than printable ASCII, or with `"` or `\`.
+    ///
+    /// ```
+    /// let sms = latchkey::ratelimit::Policy::cooldown(std::time::Duration::from_secs(60))?.named("sms")?;
+    /// assert_eq!(sms.name(), "sms");
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn named(mut self, name: &str) -> Result<Self> {
+        let printable = |c: char| c.is_ascii_graphic() || c == ' ';
+        if name.is_empty() || !name.chars().all(|c| printable(c) && c != '"' && c != '\\') {
+            return invalid(format!(
+                "policy name {name:?} must be non-empty printable ASCII without '\"' or '\\'"
+            ));
+        }
+        self.name = Arc::from(name);
+        Ok(self)
+    }
+
+    /// The algorithm.
+    ///
+    /// ```
+    /// use latchkey::ratelimit::{Algorithm, Policy};
+    /// let sms = Policy::cooldown(std::time::Duration::from_secs(60))?;
+    /// assert_eq!(sms.algorithm(), Algorithm::Cooldown);
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The limit per period (the rate, for GCRA; 1 for a cooldown).
+    ///
+    /// ```
+    /// let api = latchkey::ratelimit::Policy::gcra(100, std::time::Duration::from_secs(1), 20)?;
+    /// assert_eq!(api.quota(), 100);
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn quota(&self) -> u64 {
+        self.quota
+    }
+
+    /// The period (the window, the cooldown, or GCRA's `per`), in whole ms.
+    ///
+    /// ```
+    /// let sms = latchkey::ratelimit::Policy::cooldown(std::time::Duration::from_secs(60))?;
+    /// assert_eq!(sms.period().as_secs(), 60);
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn period(&self) -> Duration {
+        self.period.as_duration()
+    }
+
+    /// The name the HTTP headers give this policy.
+    ///
+    /// ```
+    /// let sms = latchkey::ratelimit::Policy::cooldown(std::time::Duration::from_secs(60))?;
+    /// assert_eq!(sms.name(), "default");
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The most cost units that can pass at once, and so the largest cost a call
+    /// may have: the limit, 1 for a cooldown, `burst + 1` for GCRA. It is the
+    /// [`Decision::limit`].
+    ///
+    /// ```
+    /// let quota = latchkey::ratelimit::Policy::fixed_window(5, std::time::Duration::from_secs(600))?;
+    /// assert_eq!(quota.capacity(), 5);
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn capacity(&self) -> u64 {
+        match self.algorithm {
+            Algorithm::Gcra { burst } => burst + 1,
+            _ => self.quota,
+        }
+    }
+
+    /// Checks that one call may cost `cost` units under this policy.
+    pub(crate) fn check_cost(&self, cost: u64) -> Result<()> {
+        if cost == 0 {
+            return invalid("a call costs at least 1; use peek() to look without counting".into());
+        }
+        if cost > self.capacity() {
+            return invalid(format!(
+                "a cost of {cost} can never pass: this {:?} policy lets at most {} through at once",
+                self.algorithm,
+                self.capacity()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The script call that decides one call of `cost` on the limiter `key`;
+    /// `consume` is false for a peek.
+    pub(crate) fn invocation(
+        &self,
+        key: &LockKey,
+        cost: u64,
+        consume: bool,
+    ) -> ScriptInvocation<'static> {
+        let period_ms = self.period.as_millis();
+        let consume = u64::from(consume);
+        match self.algorithm {
+            Algorithm::Cooldown => call(
+                &scripts::COOLDOWN,
+                &[key.companion("cooldown")],
+                &[period_ms, consume],
+            ),
+            Algorithm::FixedWindow => call(
+                &scripts::FIXED_WINDOW,
+                &[key.companion("rate")],
+                &[self.quota, period_ms, cost, consume],
+            ),
+            Algorithm::SlidingWindow => call(
+                &scripts::SLIDING_WINDOW,
+                &[key.companion("log"), key.companion("tally")],
+                &[self.quota, period_ms * 1000, cost, consume],
+            ),
+            Algorithm::Gcra { burst } => {
+                let interval = self.emission_interval_us();
+                call(
+                    &scripts::GCRA,
+                    &[key.companion("gcra")],
+                    &[interval, interval * (burst + 1), cost, consume],
+                )
+            }
+        }
+    }
+
+    /// The decision a script's reply `{allowed, remaining, retry µs (-1: none),
+    /// reset µs}` stands for.
+    pub(crate) fn decision(
+        &self,
+        (allowed, remaining, retry_us, reset_us): (i64, i64, i64, i64),
+    ) -> Decision {
+        let micros = |us: i64| Duration::from_micros(us.max(0) as u64);
+        Decision::new(
+            allowed == 1,
+            self.capacity(),
+            remaining.max(0) as u64,
+            (retry_us >= 0).then(|| micros(retry_us)),
+            micros(reset_us),
+        )
+    }
+
+    /// GCRA's spacing between calls at the steady rate, in whole µs.
+    fn emission_interval_us(&self) -> u64 {
+        self.period.as_duration().as_micros() as u64 / self.quota
+    }
+}
+
+/// `script` with its `keys` and `args`.
+fn call(script: &'static Script, keys: &[String], args: &[u64]) -> ScriptInvocation<'static> {
+    let mut call = script.prepare_invoke();
+    for key in keys {
+        call.key(key.as_str());
+    }
+    for arg in args {
+        call.arg(*arg);
+    }
+    call
+}
+
+fn invalid<T>(message: String) -> Result<T> {
+    Err(Error::InvalidArgument(message))
+}
