@@ -336,6 +336,8 @@ pub enum BenchScenario {
     /// A quorum of 5 masters beside one of them alone and rslock-5; then one master
     /// stopped (servers of its own).
     Quorum,
+    /// Rate-limit decisions from 50 tasks beside a trivial one-command EVALSHA.
+    Ratelimit,
 }
 
 #[cfg(feature = "bench")]
@@ -351,6 +353,7 @@ impl From<BenchScenario> for latchkey_bench::Scenario {
             BenchScenario::Wakeup => latchkey_bench::Scenario::Wakeup,
             BenchScenario::Deployments => latchkey_bench::Scenario::Deployments,
             BenchScenario::Quorum => latchkey_bench::Scenario::Quorum,
+            BenchScenario::Ratelimit => latchkey_bench::Scenario::Ratelimit,
         }
     }
 }

@@ -2,6 +2,7 @@
 
 mod deployments;
 mod quorum;
+mod ratelimit;
 mod tasks;
 mod timed;
 mod waiters;
@@ -46,11 +47,14 @@ pub enum Scenario {
     /// latchkey on a quorum of 5 masters, beside one of them alone and rslock's
     /// multi-node mode; then with one master stopped.
     Quorum,
+    /// Rate-limit decisions (GCRA, fixed, sliding, cooldown) from 50 tasks, beside a
+    /// trivial one-command EVALSHA (latchkey only).
+    Ratelimit,
 }
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 10] = [
         Scenario::Uncontended,
         Scenario::Contended,
         Scenario::ContendedProcesses,
@@ -60,6 +64,7 @@ impl Scenario {
         Scenario::Wakeup,
         Scenario::Deployments,
         Scenario::Quorum,
+        Scenario::Ratelimit,
     ];
 
     /// The name used on the command line, in tables and in JSON.
@@ -74,6 +79,7 @@ impl Scenario {
             Scenario::Wakeup => "wakeup",
             Scenario::Deployments => "deployments",
             Scenario::Quorum => "quorum",
+            Scenario::Ratelimit => "ratelimit",
         }
     }
 
@@ -84,6 +90,7 @@ impl Scenario {
             Scenario::Wakeup => 2,
             Scenario::Deployments => deployments::STEPS,
             Scenario::Quorum => quorum::STEPS,
+            Scenario::Ratelimit => ratelimit::STEPS,
             _ => workload::steps(),
         }
     }
@@ -134,6 +141,7 @@ impl Scenario {
             // Starts its own servers of every kind.
             Scenario::Deployments => deployments::run(duration, progress).await,
             Scenario::Quorum => quorum::run(duration, progress).await,
+            Scenario::Ratelimit => ratelimit::run(url, duration, progress).await,
         }
     }
 }
