@@ -7,6 +7,7 @@ use crate::lock::Mutex;
 use crate::quorum::QuorumStore;
 use crate::ratelimit::{Policy, RateLimiter};
 use crate::store::{Connection, Inspect, LockStatus, Pass, RateStore, RedisStore, WakeUps};
+use crate::{RwLock, Semaphore};
 
 /// Hands out locks on one store, all under one key prefix. Cheap to clone: clones
 /// share the connection, the subscriber connection that wakes waiters, and the local
@@ -348,6 +349,47 @@ impl<S: Pass + WakeUps + Inspect> Client<S> {
             }
         }
         Ok(locks)
+    }
+}
+
+/// Semaphores and read-write locks, on one Redis deployment.
+impl Client<RedisStore> {
+    /// A counting semaphore on `name` with `permits` permits (every process using
+    /// the name must give the same number). Nothing is sent to Redis until it is
+    /// used.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name
+    /// (see [`LockKey::new`]), or 0 permits or more than 2^50.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let checkout = client.semaphore("checkout", 3)?;
+    /// let permit = checkout.acquire(1).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, name: &str, permits: u64) -> Result<Semaphore> {
+        let key = LockKey::namespaced(&self.prefix, name, "sem")?;
+        Semaphore::new(self.store.clone(), key, permits)
+    }
+
+    /// A read-write lock on `name`: many readers or one writer, writers first.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name
+    /// (see [`LockKey::new`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let config = client.rw_lock("config")?;
+    /// let read = config.read().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
+        let key = LockKey::namespaced(&self.prefix, name, "rw")?;
+        RwLock::new(self.store.clone(), key)
     }
 }
 

@@ -10,8 +10,8 @@ const MAX_NAME_LEN: usize = 1024;
 /// Longest prefix accepted, in bytes.
 const MAX_PREFIX_LEN: usize = 256;
 /// Suffixes of companion keys; a lock name may not end with one.
-const COMPANION_KINDS: [&str; 9] = [
-    "fence", "queue", "leases", "wake", "rate", "cooldown", "log", "tally", "gcra",
+const COMPANION_KINDS: [&str; 11] = [
+    "fence", "queue", "leases", "wake", "rate", "cooldown", "log", "tally", "gcra", "sem", "rw",
 ];
 
 /// A validated key prefix, prepended to every lock name of a client.
@@ -84,6 +84,7 @@ impl Prefix {
 /// | `leases` | the waiters' leases: when each counts as dead |
 /// | `wake` | the pub/sub channel on which a waiter hears that it is next |
 /// | `rate`, `cooldown`, `log`, `tally`, `gcra` | a [rate limiter](crate::ratelimit)'s state, one kind per algorithm |
+/// | `sem`, `rw` | a [semaphore](crate::Semaphore)'s or [read-write lock](crate::RwLock)'s holders (with companions of their own: `{N}:lk:sem:lk:fence` …) |
 ///
 /// `tagged(K)` is `K` itself when `K` already has a non-empty hash tag `{…}`, and
 /// `{K}` otherwise. So the companions always sit in `K`'s hash slot, never equal `K`,
@@ -125,7 +126,8 @@ impl LockKey {
     /// [`Error::InvalidArgument`] for a name that is empty, longer than 1024 bytes,
     /// has a control character, or ends like a companion key (`:lk:fence`,
     /// `:lk:queue`, `:lk:leases`, `:lk:wake`, or a rate limiter's `:lk:rate`, `:lk:cooldown`,
-    /// `:lk:log`, `:lk:tally`, `:lk:gcra`); and for a key `prefix + name` with a
+    /// `:lk:log`, `:lk:tally`, `:lk:gcra`, a semaphore's `:lk:sem`, a read-write lock's `:lk:rw`);
+    /// and for a key `prefix + name` with a
     /// `}` that does not close a valid hash tag (`x}y`), since Redis Cluster would hash
     /// it differently from its companions.
     ///
@@ -146,6 +148,22 @@ impl LockKey {
             queue: companion(&tagged, "queue"),
             leases: companion(&tagged, "leases"),
             channel: companion(&tagged, "wake"),
+            key,
+        })))
+    }
+
+    /// The keys of the primitive of `kind` (`sem`, `rw`) named `prefix + name`: its
+    /// main key is the companion `kind` of `prefix + name` (`{app:pool}:lk:sem`), and
+    /// its own companions (fence, queue …) hang off that, in the same hash slot. So
+    /// a semaphore, a read-write lock and a lock of one name never share a key.
+    pub(crate) fn namespaced(prefix: &Prefix, name: &str, kind: &str) -> Result<Self> {
+        let plain = LockKey::new(prefix, name)?;
+        let key = plain.companion(kind);
+        Ok(LockKey(Arc::new(Names {
+            fence: companion(&key, "fence"),
+            queue: companion(&key, "queue"),
+            leases: companion(&key, "leases"),
+            channel: companion(&key, "wake"),
             key,
         })))
     }

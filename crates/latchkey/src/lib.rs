@@ -489,7 +489,9 @@ mod lease;
 mod lock;
 pub mod quorum;
 pub mod ratelimit;
+mod rwlock;
 mod scripts;
+pub mod semaphore;
 pub mod store;
 mod token;
 
@@ -498,5 +500,7 @@ pub use error::{Cause, Error, Result};
 pub use key::{LockKey, Prefix};
 pub use lease::{Lease, Ttl};
 pub use lock::{Fairness, Mutex, MutexGuard, finish_background_releases};
+pub use rwlock::RwLock;
+pub use semaphore::{Semaphore, SemaphorePermit};
 pub use store::LockStatus;
 pub use token::OwnerToken;

@@ -350,8 +350,7 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
     /// ```
     pub async fn is_held(&self) -> Result<bool> {
         let hold = &self.held.hold;
-        let holder = hold.store.owner(&hold.key).await?;
-        Ok(holder.as_deref() == Some(hold.owner.as_str()))
+        hold.store.holds(&hold.key, &hold.owner).await
     }
 
     /// Gives up this guard. The last guard of an acquisition stops the renewal and

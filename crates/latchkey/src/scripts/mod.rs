@@ -75,6 +75,41 @@ pub(crate) static EXTEND: LazyLock<Script> =
 pub(crate) static INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("inspect.lua")));
 
+/// A semaphore script: the lock helpers it needs (under `lock/`), the semaphore's
+/// own helpers (`semaphore/permits.lua`), then its file under `semaphore/`.
+macro_rules! semaphore_script {
+    ($($helper:literal),* ; $file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                $(include_str!(concat!("lock/", $helper)), "\n",)*
+                include_str!("semaphore/permits.lua"), "\n",
+                include_str!(concat!("semaphore/", $file))
+            ))
+        })
+    };
+}
+
+/// Take permits, or wait for them in line.
+pub(crate) static SEMAPHORE_ACQUIRE: LazyLock<Script> =
+    semaphore_script!("clock.lua", "grant.lua", "queue.lua"; "acquire.lua");
+
+/// Give permits back, serving the line; or leave the line.
+pub(crate) static SEMAPHORE_RELEASE: LazyLock<Script> =
+    semaphore_script!("clock.lua", "grant.lua", "queue.lua"; "release.lua");
+
+/// Reset a permit's lease while it is live.
+pub(crate) static SEMAPHORE_EXTEND: LazyLock<Script> =
+    semaphore_script!("clock.lua", "grant.lua", "queue.lua"; "extend.lua");
+
+/// Read the live permits without writing.
+pub(crate) static SEMAPHORE_LOOK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lock/clock.lua"),
+        "\n",
+        include_str!("semaphore/look.lua")
+    ))
+});
+
 /// A rate-limit script, one file per algorithm under `ratelimit/`.
 macro_rules! rate_script {
     ($file:literal) => {

@@ -160,6 +160,32 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// ```
     fn owner(&self, key: &LockKey) -> impl Future<Output = Result<Option<String>>> + Send;
 
+    /// Whether `owner` holds `key` now. The default asks [`owner`](Self::owner); a
+    /// store whose key has several holders (a semaphore's permits) looks for
+    /// `owner` among them.
+    ///
+    /// # Errors
+    ///
+    /// As [`owner`](Self::owner).
+    ///
+    /// # Cancel safety
+    ///
+    /// It only reads: dropping the future has no effect.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{LockStore, RedisStore};
+    /// # async fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+    /// let mine: bool = store.holds(&key, &me).await?;
+    /// # Ok(()) }
+    /// ```
+    fn holds(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+    ) -> impl Future<Output = Result<bool>> + Send {
+        async move { Ok(self.owner(key).await?.as_deref() == Some(owner.as_str())) }
+    }
+
     /// Where this store keeps its locks (an address, never with credentials), for
     /// errors the caller reports itself, such as a wait whose requests all went
     /// unanswered until its deadline.

@@ -398,6 +398,15 @@ impl RedisStore {
     }
 
     /// Runs a script on this store's connection; errors name the node and `key`.
+    /// How a script on this store publishes to waiters: `sharded` (SPUBLISH, on a
+    /// cluster, where waiters listen with SSUBSCRIBE in the key's shard) or ``.
+    pub(crate) fn publish_mode(&self) -> &'static str {
+        match self.conn.is_cluster() {
+            true => "sharded",
+            false => "",
+        }
+    }
+
     pub(crate) async fn run<T: FromRedisValue>(
         &self,
         call: &ScriptInvocation<'_>,
@@ -489,11 +498,7 @@ impl LockStore for RedisStore {
         let mut call = lock_script(&scripts::RELEASE, &keys);
         call.arg(owner.as_str())
             .arg(leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string()))
-            .arg(if self.conn.is_cluster() {
-                "sharded"
-            } else {
-                ""
-            });
+            .arg(self.publish_mode());
         self.run(&call, key).await
     }
 

@@ -34,11 +34,15 @@ end
 -- lost altogether still yields a token above every earlier one, as long as the server
 -- clock never steps back past the last token. So the counter may expire with the
 -- lease it fenced. `last` and `us` come from `before_grant`.
-local function grant(lock, fence_key, token, ttl, last, us)
-  redis.call('SET', lock, token, 'PX', ttl)
+local function next_fence(fence_key, ttl, last, us)
   local fence = math.max(last + 1, us)
   redis.call('SET', fence_key, string.format('%d', fence), 'PX', ttl)
   return fence
+end
+
+local function grant(lock, fence_key, token, ttl, last, us)
+  redis.call('SET', lock, token, 'PX', ttl)
+  return next_fence(fence_key, ttl, last, us)
 end
 
 -- The replies to a try: the lock is ours with this fence (and `waiting` others are

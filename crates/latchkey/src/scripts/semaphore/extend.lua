@@ -1,0 +1,17 @@
+-- Extend a permit: reset its lease to ARGV[2] ms from now, only while it is still
+-- live. Needs clock.lua and queue.lua.
+--
+-- KEYS[1]  the holders (see permits.lua).
+-- ARGV     the member token ("<weight>*<owner token>"), the new lease in ms.
+--
+-- Returns 1 when the lease was reset, 0 when the permit is no longer ours.
+
+local holders, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local _, now = server_time()
+local ends = redis.call('ZSCORE', holders, token)
+if not ends or tonumber(ends) <= now then
+  return 0
+end
+redis.call('ZADD', holders, 'XX', now + ttl, token)
+keep_at_least(holders, ttl)
+return 1

@@ -1,0 +1,95 @@
+-- A semaphore's holders and its line. Needs clock.lua, grant.lua and queue.lua.
+--
+-- The holders are a sorted set: member "<weight>*<owner token>", score = when that
+-- permit's lease ends (server ms). A permit is live while its score is in the
+-- future, so a crashed holder's permits come back when its lease ends, with no one
+-- to clean up. Waiters wait in the lock's queue (queue.lua) as fair waiters whose
+-- token part is "<weight>*<owner token>". All of it is strict FIFO: a waiter that
+-- does not fit blocks the ones behind it, so a large request is never starved by a
+-- stream of small ones (and a writer, who asks for every permit, is never starved
+-- by readers).
+
+-- A holder's or waiter's member token: its weight and its owner token. The
+-- weight goes in as the caller's digits: a Lua number above 10^14 would be
+-- printed in floating point.
+local function weighed(weight, owner)
+  return weight .. '*' .. owner
+end
+
+local function weight_and_owner(token)
+  local weight, owner = string.match(token, '^(%d+)%*(.+)$')
+  return tonumber(weight), owner
+end
+
+-- Drops permits whose lease ended and returns the weight the live ones hold. Each
+-- holder holds at least 1, so this reads at most `permits` members.
+local function live_weight(holders, now)
+  redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
+  local used = 0
+  for _, member in ipairs(redis.call('ZRANGE', holders, 0, -1)) do
+    used = used + weight_and_owner(member)
+  end
+  return used
+end
+
+-- Gives `token` a permit for `ttl` ms with the next fencing token. The holders
+-- set lives as long as its longest lease.
+local function grant_permit(holders, fence_key, token, ttl, last, us)
+  local now = math.floor(us / 1000)
+  redis.call('ZADD', holders, now + ttl, token)
+  keep_at_least(holders, ttl)
+  return next_fence(fence_key, ttl, last, us)
+end
+
+-- Serves the line: the oldest live waiters get permits, in order, while they fit.
+-- Each is told on `channel` as a lock's waiter is (release.lua): the SHA-1 of its
+-- owner token, its fencing token and its waiter lease's end. `caller` (a member
+-- token, or nil) is not told: it learns from the reply; its fence is returned.
+-- Returns the weight now held, the last fencing token handed out and the caller's
+-- fence (or nil).
+local function serve_line(keys, permits, used, last, us, sharded, caller)
+  local holders, fence_key, queue, leases, channel = keys[1], keys[2], keys[3], keys[4], keys[5]
+  local caller_fence
+  while true do
+    local waiter, lease_left, lease_end = next_live_waiter(queue, leases)
+    if not waiter then
+      break
+    end
+    local asked, token = member_lease_and_token(waiter)
+    local weight, owner = weight_and_owner(token)
+    if used + weight > permits then
+      break
+    end
+    -- What is left of its waiter lease or the lease it asked for, whichever is
+    -- shorter: a waiter that died costs no more than either. The caller is alive
+    -- (it is asking): it gets its whole lease, as its reply says.
+    local ttl = asked
+    if token ~= caller then
+      ttl = math.min(lease_left, asked)
+    end
+    local fence = grant_permit(holders, fence_key, token, ttl, last, us)
+    last = fence
+    used = used + weight
+    leave_queue(queue, leases, waiter)
+    if token == caller then
+      caller_fence = fence
+    elseif channel then
+      local told = string.format('%s:%d:%d', redis.sha1hex(owner), fence, lease_end)
+      redis.pcall(sharded and 'SPUBLISH' or 'PUBLISH', channel, told)
+    end
+  end
+  return used, last, caller_fence
+end
+
+-- The reply when no permit is free for us: {0, pttl, false, floor, lease_end} as
+-- grant.lua's busy, with pttl the time until the first live permit's lease ends
+-- (when a crashed holder's permit comes back), or -2 when permits are free but owed
+-- to waiters ahead.
+local function no_permit(holders, now, floor, lease_end)
+  local first = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')
+  local pttl = -2
+  if first[2] then
+    pttl = tonumber(first[2]) - now
+  end
+  return {0, pttl, false, floor or 0, lease_end or 0}
+end

@@ -1,0 +1,162 @@
+//! The store under a semaphore's permits: the lock's seam, on a set of holders.
+
+use std::time::Duration;
+
+use redis::Script;
+
+use crate::error::Result;
+use crate::key::LockKey;
+use crate::lease::Ttl;
+use crate::scripts;
+use crate::store::{AcquireRequest, Attempt, LockStore, Pass, RedisStore, WakeUps, Watch};
+use crate::token::OwnerToken;
+
+/// A [`LockStore`] whose "lock" is `weight` of a semaphore's `permits`: many
+/// owners hold it at once while their weights fit, in strict FIFO order.
+///
+/// It is what lets [`Semaphore`](crate::Semaphore) and [`RwLock`](crate::RwLock)
+/// reuse the lock's guard, watchdog, waiting and cancel safety unchanged: a permit is
+/// a [`MutexGuard`](crate::MutexGuard) over this store. Each permit has its own
+/// owner token, lease and fencing token. Made by those types, not by hand.
+///
+/// ```no_run
+/// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+/// let pool = client.semaphore("db-pool", 10)?;
+/// let permit: latchkey::MutexGuard<latchkey::semaphore::PermitStore> = pool.acquire(1).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct PermitStore {
+    inner: RedisStore,
+    permits: u64,
+    weight: u64,
+}
+
+impl PermitStore {
+    pub(crate) fn new(inner: RedisStore, permits: u64, weight: u64) -> Self {
+        PermitStore {
+            inner,
+            permits,
+            weight,
+        }
+    }
+
+    /// The holders' member for `owner`: its weight and its token.
+    fn member(&self, owner: &OwnerToken) -> String {
+        format!("{}*{}", self.weight, owner.as_str())
+    }
+
+    /// Reads the live permits: weight held, waiters, the first holder, and whether
+    /// `member` holds one.
+    pub(crate) async fn look(&self, key: &LockKey, member: &str) -> Result<Look> {
+        let mut call = scripts::SEMAPHORE_LOOK.prepare_invoke();
+        call.key(key.as_str()).key(key.queue()).arg(member);
+        let (used, waiting, first, mine): (u64, u64, Option<String>, u8) =
+            self.inner.run(&call, key).await?;
+        let first = first.and_then(|m| m.split_once('*').map(|(_, owner)| owner.to_owned()));
+        Ok(Look {
+            used,
+            waiting,
+            first,
+            mine: mine == 1,
+        })
+    }
+}
+
+/// What [`PermitStore::look`] read.
+pub(crate) struct Look {
+    pub(crate) used: u64,
+    pub(crate) waiting: u64,
+    pub(crate) first: Option<String>,
+    pub(crate) mine: bool,
+}
+
+/// `script` with a semaphore's five keys.
+fn with_keys(script: &'static Script, key: &LockKey) -> redis::ScriptInvocation<'static> {
+    let mut call = script.prepare_invoke();
+    for name in [
+        key.as_str(),
+        key.fence(),
+        key.queue(),
+        key.leases(),
+        key.channel(),
+    ] {
+        call.key(name);
+    }
+    call
+}
+
+impl LockStore for PermitStore {
+    fn node(&self) -> &str {
+        self.inner.node()
+    }
+
+    async fn try_acquire(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        request: AcquireRequest,
+    ) -> Result<Attempt> {
+        let mut call = with_keys(&scripts::SEMAPHORE_ACQUIRE, key);
+        call.arg(owner.as_str())
+            .arg(request.ttl.as_millis())
+            .arg(self.weight)
+            .arg(self.permits)
+            .arg(request.queue_lease.map_or(0, Ttl::as_millis))
+            .arg(self.inner.publish_mode());
+        let (taken, value, _, fourth, lease_end): (i64, i64, Option<String>, u64, u64) =
+            self.inner.run(&call, key).await?;
+        if taken == 1 {
+            return Ok(Attempt::acquired(u64::try_from(value).unwrap_or(0), fourth));
+        }
+        let pttl = u64::try_from(value).ok().map(Duration::from_millis);
+        Ok(Attempt::busy(pttl, None).queued_at(fourth, lease_end))
+    }
+
+    async fn release(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        leaving: Option<Ttl>,
+    ) -> Result<bool> {
+        let mut call = with_keys(&scripts::SEMAPHORE_RELEASE, key);
+        call.arg(owner.as_str())
+            .arg(self.weight)
+            .arg(self.permits)
+            .arg(leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string()))
+            .arg(self.inner.publish_mode());
+        self.inner.run(&call, key).await
+    }
+
+    async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
+        let mut call = scripts::SEMAPHORE_EXTEND.prepare_invoke();
+        call.key(key.as_str())
+            .arg(self.member(owner))
+            .arg(ttl.as_millis());
+        self.inner.run(&call, key).await
+    }
+
+    /// One holder of a live permit (the first by lease end), if any.
+    async fn owner(&self, key: &LockKey) -> Result<Option<String>> {
+        Ok(self.look(key, "").await?.first)
+    }
+
+    async fn holds(&self, key: &LockKey, owner: &OwnerToken) -> Result<bool> {
+        Ok(self.look(key, &self.member(owner)).await?.mine)
+    }
+}
+
+/// Permits are never passed between tasks: every waiter stands in the one line.
+impl Pass for PermitStore {}
+
+/// Waiters are woken as a lock's are: the release that serves them publishes on
+/// the semaphore's channel.
+impl WakeUps for PermitStore {
+    async fn watch(&self, key: &LockKey, owner: &OwnerToken) -> Result<Watch> {
+        self.inner.watch(key, owner).await
+    }
+
+    fn join_watch(&self, key: &LockKey, owner: &OwnerToken) -> Option<Watch> {
+        self.inner.join_watch(key, owner)
+    }
+}

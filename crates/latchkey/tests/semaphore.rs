@@ -1,0 +1,297 @@
+//! Semaphores and read-write locks against a real server: bounds across processes,
+//! weights in FIFO order, crashed holders, live counts, round trips, writers first.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
+
+use latchkey::{Error, Lease};
+use latchkey_testkit::{RedisServer, worker};
+use redis::AsyncCommands;
+
+const PROCESSES: usize = 3;
+const TASKS: usize = 6;
+const ROUNDS: usize = 10;
+const PERMITS: u64 = 2;
+
+/// One worker: `TASKS` tasks take a permit `ROUNDS` times each and, inside, count
+/// themselves in and out of a Redis counter, recording the most seen at once.
+#[test]
+#[ignore = "worker process, spawned by permits_bound_holders_across_processes"]
+fn permit_worker() {
+    worker::serve("permit_worker", |url| async move {
+        let client = latchkey::Client::open(&url).await.unwrap();
+        let pool = client.semaphore("pool", PERMITS).unwrap();
+        let mut tasks = Vec::new();
+        for _ in 0..TASKS {
+            let (pool, url) = (pool.clone(), url.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut conn = common::connect(&url).await;
+                for _ in 0..ROUNDS {
+                    let permit = pool.acquire(1).await.unwrap();
+                    let inside: i64 = conn.incr("inside", 1).await.unwrap();
+                    let _: () = redis::cmd("EVAL")
+                        .arg("local m = tonumber(redis.call('GET', KEYS[1]) or 0) if tonumber(ARGV[1]) > m then redis.call('SET', KEYS[1], ARGV[1]) end")
+                        .arg(1)
+                        .arg("most")
+                        .arg(inside)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    let _: i64 = conn.decr("inside", 1).await.unwrap();
+                    assert!(permit.release().await.unwrap(), "a permit's lease was lost");
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+}
+
+#[test]
+fn permits_bound_holders_across_processes() {
+    let server = RedisServer::start().unwrap();
+    let workers: Vec<_> = (0..PROCESSES)
+        .map(|_| worker::spawn("permit_worker", &[("REDIS_URL", server.url())]).unwrap())
+        .collect();
+    workers.into_iter().for_each(worker::finish);
+    let mut conn = server.connection().unwrap();
+    let most: u64 = redis::Commands::get(&mut conn, "most").unwrap();
+    assert!(
+        most <= PERMITS,
+        "{most} holders at once with {PERMITS} permits"
+    );
+    assert_eq!(
+        most, PERMITS,
+        "the permits were never all used: the test proves nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_large_request_is_served_before_later_small_ones() {
+    let (_server, client) = common::start().await;
+    let pool = client.semaphore("weights", 3).unwrap();
+    let first = pool.acquire(2).await.unwrap();
+    let big = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.acquire(2).await.unwrap() }
+    });
+    wait_for(|| async { pool.waiting().await.unwrap() == 1 }).await;
+    // One permit is free, but the request for 2 came first: a newcomer for 1 waits.
+    let small = pool.try_acquire(1).await.unwrap_err();
+    assert!(matches!(small, Error::Busy { .. }), "{small:?}");
+    let small = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.acquire(1).await.unwrap() }
+    });
+    wait_for(|| async { pool.waiting().await.unwrap() == 2 }).await;
+    assert_eq!(pool.available().await.unwrap(), 1);
+    first.release().await.unwrap();
+    let (big, small) = (big.await.unwrap(), small.await.unwrap());
+    assert!(big.fence() < small.fence(), "served out of order");
+    assert_eq!(pool.available().await.unwrap(), 0);
+    assert!(matches!(
+        pool.acquire(4).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        pool.acquire(0).await,
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[tokio::test]
+async fn available_counts_live_leases_only() {
+    let (_server, client) = common::start().await;
+    let fixed = Lease::fixed(Duration::from_millis(300)).unwrap();
+    let pool = client.semaphore("live", 3).unwrap().with_lease(fixed);
+    let held = pool.acquire(2).await.unwrap();
+    assert_eq!(pool.available().await.unwrap(), 1);
+    // Its lease runs out unrenewed: nobody cleans up, yet the count is right.
+    std::mem::forget(held);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(pool.available().await.unwrap(), 3);
+    let mut fences = Vec::new();
+    for _ in 0..3 {
+        fences.push(pool.acquire(1).await.unwrap().fence());
+    }
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+}
+
+#[tokio::test]
+async fn an_uncontended_acquire_and_release_take_two_round_trips() {
+    let (server, client) = common::start().await;
+    let pool = client.semaphore("trips", 2).unwrap();
+    // Load the scripts and the subscriber first.
+    pool.acquire(1).await.unwrap().release().await.unwrap();
+    let mut admin = common::connect(&server.url()).await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let permit = pool.acquire(1).await.unwrap();
+    assert!(permit.release().await.unwrap());
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let calls = |name: &str| {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+            .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(calls("evalsha"), 2, "{stats}");
+    // Commands a script cannot run: had they been sent, they were round trips too.
+    let others: u64 = ["eval", "subscribe", "ssubscribe", "ping", "script|load"]
+        .map(calls)
+        .iter()
+        .sum();
+    assert_eq!(others, 0, "{stats}");
+}
+
+/// A worker that takes every permit with a 1 s lease, says so, and hangs until killed.
+#[test]
+#[ignore = "worker process, spawned by a_killed_holders_permits_come_back_within_its_lease"]
+fn hoarder_worker() {
+    worker::serve("hoarder_worker", |url| async move {
+        let client = latchkey::Client::open(&url).await.unwrap();
+        let lease = Lease::renewed(Duration::from_secs(1)).unwrap();
+        let pool = client.semaphore("hoard", 2).unwrap().with_lease(lease);
+        let _permit = pool.acquire(2).await.unwrap();
+        println!("holding");
+        tokio::time::sleep(Duration::from_secs(600)).await;
+    });
+}
+
+#[test]
+fn a_killed_holders_permits_come_back_within_its_lease() {
+    let server = RedisServer::start().unwrap();
+    let mut hoarder = worker::spawn("hoarder_worker", &[("REDIS_URL", server.url())]).unwrap();
+    let mut lines = BufReader::new(hoarder.stdout.take().unwrap()).lines();
+    assert!(lines.any(|l| l.unwrap().contains("holding")));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = latchkey::Client::open(&server.url()).await.unwrap();
+        let pool = client.semaphore("hoard", 2).unwrap();
+        assert_eq!(pool.available().await.unwrap(), 0);
+        // Renewed while it lives: still held after two leases.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            pool.available().await.unwrap(),
+            0,
+            "the watchdog did not renew"
+        );
+        hoarder.kill().unwrap();
+        hoarder.wait().unwrap();
+        let killed = Instant::now();
+        let permit = pool
+            .acquire_timeout(1, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let waited = killed.elapsed();
+        assert!(
+            waited <= Duration::from_millis(1500),
+            "waited {waited:?} for a 1 s lease"
+        );
+        permit.release().await.unwrap();
+    });
+}
+
+#[tokio::test]
+async fn a_dropped_wait_leaves_the_line_and_takes_nothing() {
+    let (_server, client) = common::start().await;
+    let pool = client.semaphore("cancel", 1).unwrap();
+    let held = pool.acquire(1).await.unwrap();
+    let gave_up = tokio::time::timeout(Duration::from_millis(200), pool.acquire(1)).await;
+    assert!(gave_up.is_err());
+    wait_for(|| async { pool.waiting().await.unwrap() == 0 }).await;
+    held.release().await.unwrap();
+    assert_eq!(pool.available().await.unwrap(), 1);
+    assert!(pool.try_acquire(1).await.is_ok());
+}
+
+#[tokio::test]
+async fn readers_share_and_a_waiting_writer_goes_before_later_readers() {
+    let (_server, client) = common::start().await;
+    let config = client.rw_lock("config").unwrap();
+    let first = config.read().await.unwrap();
+    let second = config.try_read().await.unwrap();
+    assert_eq!(config.readers().await.unwrap(), 2);
+    assert!(matches!(config.try_write().await, Err(Error::Busy { .. })));
+    let writer = tokio::spawn({
+        let config = config.clone();
+        async move { config.write().await.unwrap() }
+    });
+    wait_for(|| async { config.waiting().await.unwrap() == 1 }).await;
+    // A writer waits: a new reader queues behind it instead of joining the others.
+    assert!(matches!(config.try_read().await, Err(Error::Busy { .. })));
+    let late_reader = tokio::spawn({
+        let config = config.clone();
+        async move { config.read().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !late_reader.is_finished(),
+        "a reader overtook a waiting writer"
+    );
+    first.release().await.unwrap();
+    assert!(!writer.is_finished());
+    second.release().await.unwrap();
+    let write = writer.await.unwrap();
+    assert_eq!(config.readers().await.unwrap(), u64::MAX);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !late_reader.is_finished(),
+        "a reader got in beside the writer"
+    );
+    let write_fence = write.fence();
+    write.release().await.unwrap();
+    let read = late_reader.await.unwrap();
+    assert!(
+        read.fence() > write_fence,
+        "a reader cannot tell the writer came first"
+    );
+}
+
+#[tokio::test]
+async fn a_semaphore_a_rw_lock_and_a_lock_of_one_name_are_independent() {
+    let (_server, client) = common::start().await;
+    let lock = client.mutex("shared").unwrap().try_lock().await.unwrap();
+    let permit = client
+        .semaphore("shared", 1)
+        .unwrap()
+        .try_acquire(1)
+        .await
+        .unwrap();
+    let write = client.rw_lock("shared").unwrap().try_write().await.unwrap();
+    let listed = client.list("*").await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(permit.is_held().await.unwrap() && write.is_held().await.unwrap());
+    for released in [
+        lock.release().await,
+        permit.release().await,
+        write.release().await,
+    ] {
+        assert!(released.unwrap());
+    }
+}
+
+/// Polls `check` every 10 ms for up to 5 s; panics if it never holds.
+async fn wait_for<F, Fut>(mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !check().await {
+        assert!(Instant::now() < deadline, "condition never held");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
