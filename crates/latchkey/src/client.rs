@@ -7,6 +7,7 @@ use crate::lock::Mutex;
 use crate::quorum::QuorumStore;
 use crate::ratelimit::{Policy, RateLimiter};
 use crate::store::{Connection, Inspect, LockStatus, Pass, RateStore, RedisStore, WakeUps};
+use crate::transaction::Transaction;
 use crate::{RwLock, Semaphore};
 
 /// Hands out locks on one store, all under one key prefix. Cheap to clone: clones
@@ -390,6 +391,24 @@ impl Client<RedisStore> {
     pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
         let key = LockKey::namespaced(&self.prefix, name, "rw")?;
         RwLock::new(self.store.clone(), key)
+    }
+
+    /// An optimistic transaction on `keys` (Redis keys as given: the client's
+    /// prefix is for latchkey's own keys). See [`Transaction`] for what it gets
+    /// right.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for no keys, or keys
+    /// in different Redis Cluster hash slots.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let tx = client.transaction(&["{bank}:a", "{bank}:b"])?;
+    /// # Ok(()) }
+    /// ```
+    pub fn transaction(&self, keys: &[&str]) -> Result<Transaction> {
+        Transaction::new(self.store.clone(), keys, None)
     }
 }
 

@@ -65,6 +65,22 @@ pub enum Error {
         retry_after: Option<Duration>,
     },
 
+    /// An optimistic [`Transaction`](crate::transaction::Transaction) gave up: other
+    /// writers changed its keys between its WATCH and its EXEC at every attempt, until
+    /// its attempts or its deadline ran out. Nothing was written. Transient: try
+    /// again later, or take a lock for this hot spot.
+    #[error(
+        "transaction on {keys} gave up after {attempts} attempts in {waited:?}: the keys changed under every one"
+    )]
+    Contended {
+        /// The keys it watched, space-separated.
+        keys: String,
+        /// Attempts made.
+        attempts: u32,
+        /// Time from the first attempt to giving up.
+        waited: Duration,
+    },
+
     /// The lock is no longer ours: its lease expired (and it may have been taken by
     /// someone else) or an operator broke it. Whatever the critical section still
     /// does is no longer protected; use the fencing token to make late writes harmless.
@@ -329,7 +345,10 @@ impl Error {
     /// ```
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::Busy { .. } | Error::Unreachable { .. } | Error::TooFewReplicas { .. } => true,
+            Error::Busy { .. }
+            | Error::Unreachable { .. }
+            | Error::TooFewReplicas { .. }
+            | Error::Contended { .. } => true,
             Error::NoQuorum { nodes, .. } => nodes.iter().all(|n| n.answer.is_transient()),
             Error::Redis { source, .. } => matches!(
                 source.0.kind(),

@@ -274,6 +274,13 @@ pub(crate) fn hash_tag(key: &str) -> Option<&str> {
     (close > 0).then(|| &rest[..close])
 }
 
+/// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag, or of the
+/// whole key without one, modulo 16384.
+pub(crate) fn slot(key: &str) -> u16 {
+    let hashed = hash_tag(key).unwrap_or(key);
+    crc16::State::<crc16::XMODEM>::calculate(hashed.as_bytes()) % 16384
+}
+
 fn invalid<T>(message: String) -> Result<T> {
     Err(Error::InvalidArgument(message))
 }
@@ -321,6 +328,14 @@ mod tests {
         }
         assert!(key("", &"x".repeat(MAX_NAME_LEN + 1)).is_err());
         assert!(key(&"p".repeat(MAX_PREFIX_LEN + 1), "x").is_err());
+    }
+
+    #[test]
+    fn slots_match_redis_cluster() {
+        // Values from CLUSTER KEYSLOT.
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        assert_eq!(slot("123456789"), 12739);
     }
 
     #[test]

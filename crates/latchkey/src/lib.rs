@@ -494,6 +494,7 @@ mod scripts;
 pub mod semaphore;
 pub mod store;
 mod token;
+pub mod transaction;
 
 pub use client::Client;
 pub use error::{Cause, Error, Result};

@@ -14,6 +14,7 @@ use crate::key::LockKey;
 use crate::lease::{Lease, Ttl};
 use crate::store::{Pass, RedisStore, WakeUps};
 use crate::token::OwnerToken;
+use crate::transaction::{Held as HeldLock, Transaction};
 
 /// A held lock. Its life is the critical section.
 ///
@@ -390,6 +391,49 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
         };
         held.stop_renewing();
         held.hold.release().await
+    }
+}
+
+/// Transactions fenced by Redis itself, for a lock on one Redis deployment.
+impl MutexGuard<RedisStore> {
+    /// An optimistic [`Transaction`] on `keys` that also WATCHes this lock's key
+    /// and its fencing counter, and checks after the WATCH that the lock is still
+    /// ours. If the lease ran out, the lock was broken or changed hands before the
+    /// EXEC, Redis refuses the EXEC and the run ends with [`Error::LeaseLost`]:
+    /// fencing enforced by the server, when the data the lock protects lives in the
+    /// same Redis.
+    ///
+    /// The keys and the lock must share a Redis Cluster hash slot: name the lock
+    /// and the keys with one `{tag}` (lock `{acct:7}:lock`, data `{acct:7}:balance`).
+    /// A renewal by the watchdog touches the lock key too, so an attempt that
+    /// overlaps one is tried again.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for no keys, or keys outside the lock's slot.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let guard = client.mutex("{acct:7}:lock")?.lock().await?;
+    /// let written: Option<()> = guard
+    ///     .transaction(&["{acct:7}:balance"])?
+    ///     .run(async |reads| {
+    ///         let balance: i64 = reads.get("{acct:7}:balance").await?;
+    ///         let mut writes = redis::pipe();
+    ///         writes.set("{acct:7}:balance", balance + 5).ignore();
+    ///         Ok(Some(writes))
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn transaction(&self, keys: &[&str]) -> Result<Transaction> {
+        let hold = &self.held.hold;
+        let held = HeldLock {
+            key: hold.key.as_str().to_owned(),
+            owner: hold.owner.as_str().to_owned(),
+        };
+        let lock_keys = vec![hold.key.as_str().to_owned(), hold.key.fence().to_owned()];
+        Transaction::new(hold.store.clone(), keys, Some((held, lock_keys)))
     }
 }
 

@@ -23,6 +23,7 @@
 mod attempt;
 mod cluster;
 mod connection;
+mod dedicated;
 mod lock_store;
 mod rate;
 mod redis_store;

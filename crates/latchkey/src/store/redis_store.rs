@@ -6,6 +6,7 @@ use std::time::Duration;
 use redis::aio::ConnectionManagerConfig;
 use redis::{ErrorKind, FromRedisValue, RedisResult, Script, ScriptInvocation, ServerErrorKind};
 
+use super::dedicated::Dedicated;
 use super::subscriber::{Source, Subscriber};
 use super::target::Target;
 use super::{
@@ -47,6 +48,8 @@ pub struct RedisStore {
     target: Option<Target>,
     /// Replicas that must confirm every grant and renewal.
     replication: Option<Replication>,
+    /// Connections of their own, for optimistic transactions.
+    dedicated: Dedicated,
 }
 
 /// `WAIT replicas timeout` after every grant and renewal, in the same round trip.
@@ -176,6 +179,7 @@ impl RedisStore {
             node,
             target: Some(target),
             replication: None,
+            dedicated: Dedicated::default(),
         }
     }
 
@@ -260,6 +264,7 @@ impl RedisStore {
             subscriber: None,
             target: None,
             replication: None,
+            dedicated: Dedicated::default(),
         }
     }
 
@@ -405,6 +410,27 @@ impl RedisStore {
             true => "sharded",
             false => "",
         }
+    }
+
+    /// A connection no other task uses, for WATCH (see `dedicated.rs`).
+    pub(crate) async fn dedicated(&self) -> Result<redis::aio::MultiplexedConnection> {
+        self.dedicated.take(self.target.as_ref(), &self.node).await
+    }
+
+    /// Keeps a dedicated connection whose last command answered, for the next one.
+    pub(crate) fn give_back(&self, conn: redis::aio::MultiplexedConnection) {
+        self.dedicated.give_back(conn);
+    }
+
+    /// One command on the store's connection.
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> RedisResult<T> {
+        let mut conn = self.conn.clone();
+        cmd.query_async(&mut conn).await
+    }
+
+    /// Sorts a failed reply into latchkey's errors, for callers outside the store.
+    pub(crate) fn error(&self, error: redis::RedisError, key: &str) -> Error {
+        self.context::<()>(Err(error), key).unwrap_err()
     }
 
     pub(crate) async fn run<T: FromRedisValue>(

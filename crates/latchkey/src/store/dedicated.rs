@@ -1,0 +1,78 @@
+//! Connections of their own, for optimistic transactions.
+//!
+//! WATCH is per connection: on a connection other tasks share (the store's), one
+//! task's MULTI/EXEC would run under another's WATCH, or unguarded (redis-rs
+//! documents this). So each transaction takes a connection nobody else uses while
+//! it runs. They are plain multiplexed connections, which never reconnect: a
+//! connection that broke between WATCH and EXEC fails the EXEC instead of sending it
+//! unguarded on a fresh socket. A connection goes back to the idle list only after
+//! a clean end (EXEC or UNWATCH answered); one that failed is dropped.
+
+use std::sync::{Arc, Mutex};
+
+use redis::AsyncConnectionConfig;
+use redis::aio::MultiplexedConnection;
+
+use super::target::Target;
+use super::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
+use crate::error::{Error, Result};
+
+/// Idle connections kept for the next transactions: enough for a few concurrent
+/// ones without a new handshake each; more are opened and closed as needed.
+const MAX_IDLE: usize = 8;
+
+/// The idle dedicated connections of a store; clones share them.
+#[derive(Clone, Default)]
+pub(crate) struct Dedicated {
+    idle: Arc<Mutex<Vec<MultiplexedConnection>>>,
+}
+
+impl Dedicated {
+    /// An idle connection, or a new one to `target`'s server.
+    pub(crate) async fn take(
+        &self,
+        target: Option<&Target>,
+        node: &str,
+    ) -> Result<MultiplexedConnection> {
+        if let Some(conn) = self.lock().pop() {
+            return Ok(conn);
+        }
+        let target = match target {
+            Some(Target::Cluster(_)) => {
+                return Err(Error::InvalidArgument(
+                    "optimistic transactions need one Redis server or a Sentinel-managed primary; on a cluster, WATCH needs a connection to the slot's node, which latchkey does not open yet".into(),
+                ));
+            }
+            Some(target) => target,
+            None => {
+                return Err(Error::InvalidArgument(
+                    "optimistic transactions open connections of their own: make the client from a URL (Client::open), not from a connection".into(),
+                ));
+            }
+        };
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT));
+        let client = target
+            .client()
+            .await
+            .map_err(|e| Error::from_redis(e, node, ""))?;
+        client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|e| Error::from_redis(e, node, ""))
+    }
+
+    /// Keeps `conn` for the next transaction. Only for a connection whose last
+    /// command (EXEC or UNWATCH) answered: it watches nothing.
+    pub(crate) fn give_back(&self, conn: MultiplexedConnection) {
+        let mut idle = self.lock();
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<MultiplexedConnection>> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
