@@ -90,6 +90,16 @@ pub enum Command {
     Release(ReleaseArgs),
     /// Count one call against a rate limit: exit 0 if allowed, 1 if not.
     Throttle(ThrottleArgs),
+    /// Counting semaphores: `sem run NAME --permits N -- CMD`.
+    Sem {
+        #[command(subcommand)]
+        command: SemCommand,
+    },
+    /// Read-write locks: `rw run NAME --read|--write -- CMD`.
+    Rw {
+        #[command(subcommand)]
+        command: RwCommand,
+    },
     /// Run a scenario from the blog posts latchkey grew from, for real, against Redis.
     #[cfg(feature = "demo")]
     Demo(DemoArgs),
@@ -163,21 +173,28 @@ pub struct RunArgs {
     #[command(flatten)]
     pub name: LockName,
 
+    /// Wait in line (FIFO) instead of racing other waiters.
+    #[arg(long)]
+    pub fair: bool,
+
+    #[command(flatten)]
+    pub hold: HoldArgs,
+}
+
+/// How `run`, `sem run` and `rw run` hold what they take, and what they run.
+#[derive(Debug, Args)]
+pub struct HoldArgs {
     /// Lease length, renewed every third of it while the command runs (at least 100ms).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, allow_hyphen_values = true)]
     pub ttl: Duration,
 
-    /// Give up (exit 75) if the lock stays busy this long; without it, wait as long as it takes.
+    /// Give up (exit 75) if it stays busy this long; without it, wait as long as it takes.
     #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "no_wait", allow_hyphen_values = true)]
     pub wait: Option<Duration>,
 
-    /// Exit 75 at once if the lock is busy.
+    /// Exit 75 at once if it is busy.
     #[arg(long)]
     pub no_wait: bool,
-
-    /// Wait in line (FIFO) instead of racing other waiters.
-    #[arg(long)]
-    pub fair: bool,
 
     /// After the lease is lost: how long the command gets between SIGTERM and SIGKILL.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, allow_hyphen_values = true)]
@@ -186,6 +203,58 @@ pub struct RunArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// `latchkey sem …`.
+#[derive(Debug, Subcommand)]
+pub enum SemCommand {
+    /// Run a command while holding permits of a counting semaphore (FIFO).
+    #[command(after_help = RUN_HELP)]
+    Run(SemRunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SemRunArgs {
+    #[command(flatten)]
+    pub name: LockName,
+
+    /// The semaphore's permits: at most this many units held at once (every
+    /// process must give the same number).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub permits: u64,
+
+    /// Permits this command holds (at most --permits).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub weight: u64,
+
+    #[command(flatten)]
+    pub hold: HoldArgs,
+}
+
+/// `latchkey rw …`.
+#[derive(Debug, Subcommand)]
+pub enum RwCommand {
+    /// Run a command while holding a read-write lock, shared (--read) or alone (--write).
+    #[command(after_help = RUN_HELP)]
+    Run(RwRunArgs),
+}
+
+#[derive(Debug, Args)]
+#[group(id = "mode", required = true, multiple = false)]
+pub struct RwRunArgs {
+    #[command(flatten)]
+    pub name: LockName,
+
+    /// Share the lock with other readers.
+    #[arg(long, group = "mode")]
+    pub read: bool,
+
+    /// Hold the lock alone (writers go before readers that came after them).
+    #[arg(long, group = "mode")]
+    pub write: bool,
+
+    #[command(flatten)]
+    pub hold: HoldArgs,
 }
 
 #[derive(Debug, Args)]

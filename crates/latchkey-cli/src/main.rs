@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, RwCommand, SemCommand};
 use crate::exit::Failure;
 
 fn main() -> ExitCode {
@@ -50,6 +50,12 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::List(args) => inspect::list(global, args).await,
         Command::Release(args) => inspect::release(global, args).await,
         Command::Throttle(args) => throttle::throttle(global, args).await,
+        Command::Sem {
+            command: SemCommand::Run(args),
+        } => run::sem_run(global, args).await,
+        Command::Rw {
+            command: RwCommand::Run(args),
+        } => run::rw_run(global, args).await,
         #[cfg(feature = "demo")]
         Command::Demo(args) => {
             let url = connect::single_url(global)?;

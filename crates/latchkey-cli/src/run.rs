@@ -12,13 +12,13 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use latchkey::store::{Pass, WakeUps};
-use latchkey::{Client, Fairness, Lease, MutexGuard};
+use latchkey::{Fairness, Lease, MutexGuard};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::cli::{Global, RunArgs};
+use crate::cli::{Global, HoldArgs, RunArgs, RwRunArgs, SemRunArgs};
 use crate::connect;
 use crate::exit::{self, Failure};
 
@@ -32,58 +32,110 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
-    let lease = Lease::renewed(args.ttl)?;
+    let lease = Lease::renewed(args.hold.ttl)?;
     // From here on those signals are ours to handle: while waiting, by leaving the
     // queue; while the command runs, by passing them on.
     let signals = Signals::listen()?;
-    connect::with_client!(global, client => hold_and_run(client, args, lease, signals).await)
+    connect::with_client!(global, client => {
+        let fairness = match args.fair {
+            true => Fairness::Fair,
+            false => Fairness::Plain,
+        };
+        let mutex = client.mutex(name)?.with_lease(lease).with_fairness(fairness);
+        let taking = async {
+            match wait(&args.hold) {
+                Wait::Now => mutex.try_lock().await,
+                Wait::Within(wait) => mutex.lock_timeout(wait).await,
+                Wait::Forever => mutex.lock().await,
+            }
+        };
+        hold_and_run(taking, name, &args.hold, signals).await
+    })
 }
 
-/// Waits for the lock through `client`, then runs the command under it.
+/// `sem run`: the same, holding `--weight` of a semaphore's `--permits`.
+pub async fn sem_run(global: &Global, args: SemRunArgs) -> Result<u8, Failure> {
+    let name = args.name.as_str();
+    connect::check_name(global, name)?;
+    let lease = Lease::renewed(args.hold.ttl)?;
+    if args.weight > args.permits {
+        return Err(Failure::usage(format!(
+            "--weight {} is more than the semaphore's --permits {}",
+            args.weight, args.permits
+        )));
+    }
+    let signals = Signals::listen()?;
+    let client = connect::client(global).await?;
+    let semaphore = client.semaphore(name, args.permits)?.with_lease(lease);
+    let taking = async {
+        match wait(&args.hold) {
+            Wait::Now => semaphore.try_acquire(args.weight).await,
+            Wait::Within(wait) => semaphore.acquire_timeout(args.weight, wait).await,
+            Wait::Forever => semaphore.acquire(args.weight).await,
+        }
+    };
+    hold_and_run(taking, name, &args.hold, signals).await
+}
+
+/// `rw run`: the same, holding a read-write lock to read or to write.
+pub async fn rw_run(global: &Global, args: RwRunArgs) -> Result<u8, Failure> {
+    let name = args.name.as_str();
+    connect::check_name(global, name)?;
+    let lease = Lease::renewed(args.hold.ttl)?;
+    let signals = Signals::listen()?;
+    let client = connect::client(global).await?;
+    let lock = client.rw_lock(name)?.with_lease(lease);
+    let taking = async {
+        match (args.write, wait(&args.hold)) {
+            (false, Wait::Now) => lock.try_read().await,
+            (false, Wait::Within(wait)) => lock.read_timeout(wait).await,
+            (false, Wait::Forever) => lock.read().await,
+            (true, Wait::Now) => lock.try_write().await,
+            (true, Wait::Within(wait)) => lock.write_timeout(wait).await,
+            (true, Wait::Forever) => lock.write().await,
+        }
+    };
+    hold_and_run(taking, name, &args.hold, signals).await
+}
+
+/// How long the options say to wait.
+enum Wait {
+    Now,
+    Within(Duration),
+    Forever,
+}
+
+fn wait(hold: &HoldArgs) -> Wait {
+    match (hold.no_wait, hold.wait) {
+        (true, _) => Wait::Now,
+        (false, Some(wait)) => Wait::Within(wait),
+        (false, None) => Wait::Forever,
+    }
+}
+
+/// Waits for `taking` (a lock, permits, a read or write lock), then runs the
+/// command under the guard it gives.
 async fn hold_and_run<S: Pass + WakeUps>(
-    client: Client<S>,
-    args: RunArgs,
-    lease: Lease,
+    taking: impl Future<Output = latchkey::Result<MutexGuard<S>>>,
+    name: &str,
+    hold: &HoldArgs,
     mut signals: Signals,
 ) -> Result<u8, Failure> {
-    let name = args.name.as_str();
     let guard = tokio::select! {
-        taken = take(&client, &args, lease) => taken?,
+        taken = taking => taken?,
         signal = signals.recv() => return Err(interrupted(signal, name).await),
     };
-    tracing::debug!(lock = %name, fence = guard.fence(), "lock taken");
-    let child = match spawn(&args, &guard) {
+    tracing::debug!(lock = %name, fence = guard.fence(), "taken");
+    let child = match spawn(name, hold, &guard) {
         Ok(child) => child,
         Err(failure) => {
             release(guard).await;
             return Err(failure);
         }
     };
-    let outcome = supervise(child, &guard, &args, &mut signals).await;
+    let outcome = supervise(child, &guard, name, hold, &mut signals).await;
     release(guard).await;
     outcome
-}
-
-/// Connects and waits for the lock as the options say.
-async fn take<S: Pass + WakeUps>(
-    client: &Client<S>,
-    args: &RunArgs,
-    lease: Lease,
-) -> Result<MutexGuard<S>, Failure> {
-    let fairness = match args.fair {
-        true => Fairness::Fair,
-        false => Fairness::Plain,
-    };
-    let mutex = client
-        .mutex(args.name.as_str())?
-        .with_lease(lease)
-        .with_fairness(fairness);
-    let guard = match (args.no_wait, args.wait) {
-        (true, _) => mutex.try_lock().await?,
-        (false, Some(wait)) => mutex.lock_timeout(wait).await?,
-        (false, None) => mutex.lock().await?,
-    };
-    Ok(guard)
 }
 
 /// A signal ended the wait: the dropped wait leaves the queue in the background;
@@ -102,15 +154,19 @@ async fn interrupted(signal: Signal, name: &str) -> Failure {
     )
 }
 
-fn spawn<S: Pass + WakeUps>(args: &RunArgs, guard: &MutexGuard<S>) -> Result<Child, Failure> {
-    let (program, rest) = args
+fn spawn<S: Pass + WakeUps>(
+    name: &str,
+    hold: &HoldArgs,
+    guard: &MutexGuard<S>,
+) -> Result<Child, Failure> {
+    let (program, rest) = hold
         .command
         .split_first()
         .ok_or_else(|| Failure::usage("no command given after --".to_owned()))?;
     Command::new(program)
         .args(rest)
         .env("LATCHKEY_FENCE", guard.fence().to_string())
-        .env("LATCHKEY_LOCK", args.name.as_str())
+        .env("LATCHKEY_LOCK", name)
         .spawn()
         .map_err(|e| {
             let status = match e.kind() {
@@ -161,14 +217,14 @@ impl Signals {
 async fn supervise<S: Pass + WakeUps>(
     mut child: Child,
     guard: &MutexGuard<S>,
-    args: &RunArgs,
+    name: &str,
+    hold: &HoldArgs,
     signals: &mut Signals,
 ) -> Result<u8, Failure> {
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw);
-    let name = args.name.as_str();
     let lost = guard.lost();
     tokio::pin!(lost);
     let mut lease_lost = false;
@@ -185,10 +241,10 @@ async fn supervise<S: Pass + WakeUps>(
             }
             signal = signals.recv() => forward(pid, signal),
             () = &mut lost, if !lease_lost => {
-                eprintln!("latchkey: the lease on {name:?} was lost; sending SIGTERM (SIGKILL in {})", crate::output::human(args.kill_after));
+                eprintln!("latchkey: the lease on {name:?} was lost; sending SIGTERM (SIGKILL in {})", crate::output::human(hold.kill_after));
                 lease_lost = true;
                 forward(pid, Signal::SIGTERM);
-                kill_timer.as_mut().reset(tokio::time::Instant::now() + args.kill_after);
+                kill_timer.as_mut().reset(tokio::time::Instant::now() + hold.kill_after);
             }
             () = &mut kill_timer, if lease_lost => {
                 forward(pid, Signal::SIGKILL);
