@@ -1,6 +1,6 @@
 //! `latchkey sem run` and `latchkey rw run`: end to end through the built binary.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,7 @@ fn hold(server: &RedisServer, args: &[&str], dir: &Path, tag: &str) -> Child {
     child
 }
 
-fn wait_for(path: &PathBuf) {
+fn wait_for(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !path.exists() {
         assert!(
