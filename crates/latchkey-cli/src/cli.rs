@@ -354,13 +354,25 @@ pub struct DemoArgs {
     /// Which scenario to run.
     #[arg(value_enum, default_value_t = Scenario::FlashSale)]
     pub scenario: Scenario,
+
+    /// Run it without latchkey, to see what goes wrong.
+    #[arg(long = "unsafe")]
+    pub unprotected: bool,
+
+    /// flash-sale only: at most K buyers at checkout at once (a semaphore of K).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    pub semaphore: Option<u64>,
 }
 
 #[cfg(feature = "demo")]
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {
     /// 10 buyers race for 5 items: first without a lock (oversold), then with latchkey.
     FlashSale,
+    /// Concurrent transfers between accounts a and b: optimistic transactions, then the lock.
+    Transfer,
+    /// SMS codes for 3 phones (one per minute each) and downloads from 2 IPs (5 per 10 minutes).
+    Throttle,
 }
 
 #[cfg(feature = "bench")]

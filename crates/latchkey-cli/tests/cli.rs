@@ -41,6 +41,50 @@ fn the_flash_sale_demo_oversells_without_the_lock_and_never_with_it() {
 
 #[cfg(feature = "demo")]
 #[test]
+fn every_demo_keeps_its_invariant_and_breaks_it_with_unsafe() {
+    let server = RedisServer::start().unwrap();
+    let url = server.url();
+    let cases: [(&[&str], &str); 3] = [
+        (&["transfer"], "total 200 (opened with 200)"),
+        (&["throttle"], "codes sent per phone [1, 1, 1]"),
+        (
+            &["flash-sale", "--semaphore", "3"],
+            "at most 3 at checkout at once",
+        ),
+    ];
+    for (scenario, invariant) in cases {
+        let safe = latchkey(&[&["demo"], scenario, &["--redis", &url]].concat());
+        let stdout = text(&safe.stdout);
+        assert!(
+            safe.status.success(),
+            "{scenario:?}: {stdout}{}",
+            text(&safe.stderr)
+        );
+        let last = stdout.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("invariant held: "),
+            "{scenario:?}: {stdout}"
+        );
+        assert!(last.contains(invariant), "{scenario:?}: {stdout}");
+        let broken = latchkey(&[&["demo"], scenario, &["--unsafe", "--redis", &url]].concat());
+        let stdout = text(&broken.stdout);
+        assert!(
+            broken.status.success(),
+            "{scenario:?}: {stdout}{}",
+            text(&broken.stderr)
+        );
+        let last = stdout.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("invariant broken: "),
+            "{scenario:?} --unsafe: {stdout}"
+        );
+    }
+    let misuse = latchkey(&["demo", "transfer", "--semaphore", "2", "--redis", &url]);
+    assert_eq!(misuse.status.code(), Some(64));
+}
+
+#[cfg(feature = "demo")]
+#[test]
 fn the_demo_starts_a_private_server_when_nothing_answers() {
     let port = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

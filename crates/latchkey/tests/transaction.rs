@@ -16,7 +16,7 @@ const COUNTER: &str = "{c}:n";
 /// One increment of `COUNTER` by read-then-write, which loses updates unless the
 /// EXEC is refused whenever someone else wrote in between.
 async fn increment(tx: &latchkey::transaction::Transaction) -> latchkey::Result<Option<()>> {
-    tx.run(async |reads| {
+    tx.run(|reads| async move {
         let n: Option<i64> = reads.get(COUNTER).await?;
         tokio::task::yield_now().await; // let the others read the same value
         let mut writes = redis::pipe();
@@ -58,13 +58,14 @@ async fn a_connection_killed_between_watch_and_exec_never_writes_unguarded() {
     let _: () = admin.set(COUNTER, 10).await.unwrap();
     let tx = client.transaction(&[COUNTER]).unwrap();
     let admin_url = server.url();
+    let admin_url = admin_url.as_str();
     let outcome: latchkey::Result<Option<()>> = tx
-        .run(async |reads| {
+        .run(|reads| async move {
             let n: i64 = reads.get(COUNTER).await?;
             let id = reads.client_id().await?;
             // Someone else writes, and our connection dies: a client that
             // reconnected and sent MULTI/EXEC on the new socket would overwrite it.
-            let mut other = common::connect(&admin_url).await;
+            let mut other = common::connect(admin_url).await;
             let _: () = other.set(COUNTER, 100).await.unwrap();
             let _: () = redis::cmd("CLIENT")
                 .arg("KILL")
@@ -90,11 +91,12 @@ async fn a_connection_killed_during_the_reads_is_retried_on_a_new_one() {
     let mut admin = common::connect(&server.url()).await;
     let tx = client.transaction(&[COUNTER]).unwrap();
     let url = server.url();
+    let url = url.as_str();
     let done: Option<()> = tx
-        .run(async |reads| {
+        .run(|reads| async move {
             if reads.attempt() == 1 {
                 let id = reads.client_id().await?;
-                let mut other = common::connect(&url).await;
+                let mut other = common::connect(url).await;
                 let _: () = redis::cmd("CLIENT")
                     .arg("KILL")
                     .arg("ID")
@@ -182,10 +184,11 @@ async fn a_key_that_changes_every_time_ends_in_contended() {
     let (server, client) = common::start().await;
     let tx = client.transaction(&[COUNTER]).unwrap().with_attempts(3);
     let url = server.url();
+    let url = url.as_str();
     let outcome: latchkey::Result<Option<()>> = tx
-        .run(async |reads| {
+        .run(|reads| async move {
             let _: Option<i64> = reads.get(COUNTER).await?;
-            let mut other = common::connect(&url).await;
+            let mut other = common::connect(url).await;
             let _: () = other.set(COUNTER, reads.attempt() * 1000).await.unwrap();
             let mut writes = redis::pipe();
             writes.set(COUNTER, -1).ignore();
@@ -213,7 +216,7 @@ async fn keys_in_different_slots_are_refused_and_writing_nothing_is_fine() {
     let nothing: Option<()> = client
         .transaction(&["{x}:a", "{x}:b"])
         .unwrap()
-        .run(async |_| Ok(None))
+        .run(|_| async { Ok(None) })
         .await
         .unwrap();
     assert!(nothing.is_none());
@@ -235,7 +238,7 @@ async fn a_guards_transaction_is_refused_once_the_lock_changed_hands() {
     let ok: Option<()> = guard
         .transaction(&[balance])
         .unwrap()
-        .run(async |_| {
+        .run(|_| async move {
             let mut writes = redis::pipe();
             writes.set(balance, 50).ignore();
             Ok(Some(writes))
@@ -245,12 +248,13 @@ async fn a_guards_transaction_is_refused_once_the_lock_changed_hands() {
     assert!(ok.is_some());
     // The lock is broken and taken by someone else between the reads and the EXEC.
     let url = server.url();
+    let url = url.as_str();
     let stolen: latchkey::Result<Option<()>> = guard
         .transaction(&[balance])
         .unwrap()
-        .run(async |reads| {
+        .run(|reads| async move {
             let b: i64 = reads.get(balance).await?;
-            let thief = latchkey::Client::open(&url).await?;
+            let thief = latchkey::Client::open(url).await?;
             let lock = thief.mutex("{acct}:lock")?;
             lock.force_release().await?;
             std::mem::forget(lock.try_lock().await?);
@@ -264,7 +268,7 @@ async fn a_guards_transaction_is_refused_once_the_lock_changed_hands() {
     let late: latchkey::Result<Option<()>> = guard
         .transaction(&[balance])
         .unwrap()
-        .run(async |_| Ok(Some(redis::pipe())))
+        .run(|_| async { Ok(Some(redis::pipe())) })
         .await;
     assert!(matches!(late, Err(Error::LeaseLost { .. })), "{late:?}");
     let mut admin = common::connect(&server.url()).await;

@@ -4,6 +4,9 @@
 //! write the stock back one lower. Run bare, all buyers read the same stock before
 //! anyone writes it back, and the shop sells items it does not have. Run inside
 //! `client.mutex(...).lock()`, each buyer sees the stock the previous one left.
+//!
+//! With `--semaphore K` ([`checkout`]), the checkout has K lanes: a semaphore of K
+//! permits keeps at most K buyers paying at once, and the stock is taken atomically.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +29,7 @@ const STOCK_KEY: &str = "latchkey-demo:flash-sale:stock";
 const SALES_KEY: &str = "latchkey-demo:flash-sale:sales";
 const LOCK_NAME: &str = "latchkey-demo:flash-sale:lock";
 
-pub async fn run(url: &str, quiet: bool) -> Result<(), Failure> {
+pub async fn run(url: &str, quiet: bool, unprotected: bool) -> Result<(), Failure> {
     println!(
         "flash sale: {BUYERS} buyers, {STOCK} items, each buyer in its own task with its own connection"
     );
@@ -39,6 +42,9 @@ pub async fn run(url: &str, quiet: bool) -> Result<(), Failure> {
         bare.sold,
         bare.oversold()
     );
+    if unprotected {
+        return Ok(());
+    }
     if !quiet {
         println!("\nwith latchkey (the same code inside mutex.lock()):");
     }
@@ -145,4 +151,124 @@ async fn connect(url: &str) -> Result<MultiplexedConnection, Failure> {
         .get_multiplexed_async_connection()
         .await
         .map_err(redis_failure)
+}
+
+/// Most lanes a checkout demo asks for: more than the buyers would show nothing.
+const MOST_LANES: u64 = BUYERS as u64;
+const AT_CHECKOUT_KEY: &str = "latchkey-demo:flash-sale:at-checkout";
+const BUSIEST_KEY: &str = "latchkey-demo:flash-sale:busiest";
+const LANES_NAME: &str = "latchkey-demo:flash-sale:checkout";
+
+/// Counts a buyer in at the checkout and keeps the most seen at once.
+const ENTER: &str = "local n = redis.call('INCR', KEYS[1]) \
+    if n > tonumber(redis.call('GET', KEYS[2]) or 0) then redis.call('SET', KEYS[2], n) end \
+    return n";
+/// Takes one item if any is left: 1 if taken, 0 if sold out.
+const TAKE_ITEM: &str = "if tonumber(redis.call('GET', KEYS[1]) or 0) > 0 then \
+    redis.call('DECR', KEYS[1]) return 1 end return 0";
+
+/// `--semaphore K`: every buyer pays at a checkout of `lanes` lanes.
+pub async fn checkout(
+    url: &str,
+    quiet: bool,
+    lanes: u64,
+    unprotected: bool,
+) -> Result<(), Failure> {
+    let lanes = lanes.min(MOST_LANES);
+    let guard = match unprotected {
+        true => "no semaphore",
+        false => "a semaphore of that many permits",
+    };
+    println!("flash sale: {BUYERS} buyers, {STOCK} items, {lanes} checkout lanes, {guard}");
+    let mut conn = connect(url).await?;
+    let _: () = conn.set(STOCK_KEY, STOCK).await.map_err(redis_failure)?;
+    let _: () = conn
+        .del(&[AT_CHECKOUT_KEY, BUSIEST_KEY, SALES_KEY])
+        .await
+        .map_err(redis_failure)?;
+    let client = Client::open(url).await?;
+    let semaphore = (!unprotected)
+        .then(|| client.semaphore(LANES_NAME, lanes))
+        .transpose()?;
+    let doors = Arc::new(Barrier::new(BUYERS));
+    let buyers: Vec<_> = (1..=BUYERS)
+        .map(|id| {
+            let (url, semaphore, doors) = (url.to_owned(), semaphore.clone(), doors.clone());
+            tokio::spawn(async move { pay(&url, id, semaphore, doors).await })
+        })
+        .collect();
+    for buyer in buyers {
+        let line = buyer
+            .await
+            .map_err(|e| Failure::software(format!("a buyer task failed: {e}")))??;
+        if !quiet {
+            println!("  {line}");
+        }
+    }
+    let busiest: u64 = conn.get(BUSIEST_KEY).await.map_err(redis_failure)?;
+    let sold: i64 = conn.llen(SALES_KEY).await.map_err(redis_failure)?;
+    let _: () = conn
+        .del(&[STOCK_KEY, SALES_KEY, AT_CHECKOUT_KEY, BUSIEST_KEY])
+        .await
+        .map_err(redis_failure)?;
+    let verdict = match busiest <= lanes {
+        true => "held",
+        false => "broken",
+    };
+    println!(
+        "invariant {verdict}: at most {lanes} at checkout at once (busiest: {busiest}); sold {sold}, oversold {}",
+        (sold - STOCK).max(0)
+    );
+    match (busiest <= lanes, unprotected) {
+        (false, false) => Err(Failure::software(
+            "the semaphore let too many buyers in".to_owned(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// One buyer at the checkout: a lane (a permit) if there is a semaphore, then pay.
+async fn pay(
+    url: &str,
+    id: usize,
+    semaphore: Option<latchkey::Semaphore>,
+    doors: Arc<Barrier>,
+) -> Result<String, Failure> {
+    let mut conn = connect(url).await?;
+    doors.wait().await;
+    let permit = match &semaphore {
+        Some(lanes) => Some(lanes.acquire_timeout(1, PATIENCE).await?),
+        None => None,
+    };
+    let others: i64 = redis::Script::new(ENTER)
+        .key(AT_CHECKOUT_KEY)
+        .key(BUSIEST_KEY)
+        .invoke_async(&mut conn)
+        .await
+        .map_err(redis_failure)?;
+    tokio::time::sleep(PAYMENT).await;
+    let taken: i64 = redis::Script::new(TAKE_ITEM)
+        .key(STOCK_KEY)
+        .invoke_async(&mut conn)
+        .await
+        .map_err(redis_failure)?;
+    if taken == 1 {
+        let _: () = conn.rpush(SALES_KEY, id).await.map_err(redis_failure)?;
+    }
+    let _: i64 = conn.decr(AT_CHECKOUT_KEY, 1).await.map_err(redis_failure)?;
+    let bought = match taken {
+        1 => "bought an item",
+        _ => "found it sold out",
+    };
+    let lane = match permit {
+        Some(permit) => {
+            let fence = permit.fence();
+            permit.release().await?;
+            format!(", permit fence {fence}")
+        }
+        None => String::new(),
+    };
+    Ok(format!(
+        "buyer {id:>2} {bought} ({others} at checkout{lane})"
+    ))
 }

@@ -1,6 +1,8 @@
 //! `latchkey demo`: the seed scenarios, run for real against Redis.
 
 mod flash_sale;
+mod throttle;
+mod transfer;
 
 use latchkey::{Client, Error};
 use latchkey_testkit::RedisServer;
@@ -11,9 +13,20 @@ use crate::exit::Failure;
 /// Runs the chosen scenario against `url`, or against a private server when nothing
 /// answers there.
 pub async fn run(url: &str, quiet: bool, args: DemoArgs) -> Result<(), Failure> {
+    if args.semaphore.is_some() && args.scenario != Scenario::FlashSale {
+        return Err(Failure::usage(
+            "--semaphore applies to the flash-sale demo only".to_owned(),
+        ));
+    }
     let redis = DemoRedis::connect_or_start(url, quiet).await?;
-    match args.scenario {
-        Scenario::FlashSale => flash_sale::run(&redis.url, quiet).await,
+    let url = redis.url.as_str();
+    match (args.scenario, args.semaphore) {
+        (Scenario::FlashSale, None) => flash_sale::run(url, quiet, args.unprotected).await,
+        (Scenario::FlashSale, Some(lanes)) => {
+            flash_sale::checkout(url, quiet, lanes, args.unprotected).await
+        }
+        (Scenario::Transfer, _) => transfer::run(url, quiet, args.unprotected).await,
+        (Scenario::Throttle, _) => throttle::run(url, quiet, args.unprotected).await,
     }
 }
 

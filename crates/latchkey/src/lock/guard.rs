@@ -417,7 +417,7 @@ impl MutexGuard<RedisStore> {
     /// let guard = client.mutex("{acct:7}:lock")?.lock().await?;
     /// let written: Option<()> = guard
     ///     .transaction(&["{acct:7}:balance"])?
-    ///     .run(async |reads| {
+    ///     .run(|reads| async move {
     ///         let balance: i64 = reads.get("{acct:7}:balance").await?;
     ///         let mut writes = redis::pipe();
     ///         writes.set("{acct:7}:balance", balance + 5).ignore();

@@ -4,6 +4,7 @@
 mod reads;
 mod retry;
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
@@ -45,7 +46,7 @@ use crate::store::RedisStore;
 /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
 /// let transfer = client.transaction(&["{bank}:a", "{bank}:b"])?;
 /// let moved: Option<(i64, i64)> = transfer
-///     .run(async |tx| {
+///     .run(|tx| async move {
 ///         let a: i64 = tx.get("{bank}:a").await?;
 ///         if a < 10 {
 ///             return Ok(None); // not enough: write nothing
@@ -135,8 +136,9 @@ impl Transaction {
         self
     }
 
-    /// Runs `body` under WATCH and commits what it returns. `body` reads through
-    /// its [`Reads`] (on the transaction's own connection) and returns the writes
+    /// Runs `body` under WATCH and commits what it returns. `body` is a closure
+    /// returning a future (`|reads| async move { … }`); it reads through its
+    /// [`Reads`] (on the transaction's own connection) and returns the writes
     /// as a [`redis::Pipeline`] (without MULTI/EXEC: they are added here), or
     /// `None` to write nothing. It may run several times, so it should only read
     /// and decide. Returns EXEC's replies as `T`, or `None` if `body` wrote nothing.
@@ -159,7 +161,7 @@ impl Transaction {
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
     /// let counter = client.transaction(&["hits"])?;
     /// let (hits,): (i64,) = counter
-    ///     .run(async |tx| {
+    ///     .run(|tx| async move {
     ///         let hits: Option<i64> = tx.get("hits").await?;
     ///         let mut writes = redis::pipe();
     ///         writes.set("hits", hits.unwrap_or(0) + 1).ignore().get("hits");
@@ -169,10 +171,11 @@ impl Transaction {
     ///     .expect("always writes");
     /// # Ok(()) }
     /// ```
-    pub async fn run<T, F>(&self, mut body: F) -> Result<Option<T>>
+    pub async fn run<T, F, Fut>(&self, mut body: F) -> Result<Option<T>>
     where
         T: FromRedisValue,
-        F: AsyncFnMut(&mut Reads<'_>) -> Result<Option<Pipeline>>,
+        F: FnMut(Reads) -> Fut,
+        Fut: Future<Output = Result<Option<Pipeline>>>,
     {
         let started = Instant::now();
         let mut attempt = 0;
@@ -199,10 +202,11 @@ impl Transaction {
 
     /// One WATCH … EXEC on a connection of its own. The connection goes back for
     /// reuse only after a clean end; a failure drops it.
-    async fn attempt<T, F>(&self, body: &mut F, attempt: u32) -> Result<Attempted<T>>
+    async fn attempt<T, F, Fut>(&self, body: &mut F, attempt: u32) -> Result<Attempted<T>>
     where
         T: FromRedisValue,
-        F: AsyncFnMut(&mut Reads<'_>) -> Result<Option<Pipeline>>,
+        F: FnMut(Reads) -> Fut,
+        Fut: Future<Output = Result<Option<Pipeline>>>,
     {
         let mut conn = match self.store.dedicated().await {
             Ok(conn) => conn,
@@ -212,9 +216,9 @@ impl Transaction {
         if let Err(error) = self.watch(&mut conn).await {
             return broken_or(error);
         }
-        let mut reads = Reads::new(&mut conn, &self.store, attempt);
-        let decided = body(&mut reads).await;
-        let broken = reads.broken;
+        let reads = Reads::new(conn.clone(), self.store.clone(), attempt);
+        let decided = body(reads.clone()).await;
+        let broken = reads.broke();
         let writes = match decided {
             Ok(Some(writes)) => writes,
             Ok(None) => return self.unwatch(conn, Attempted::Done(None)).await,

@@ -1,5 +1,8 @@
 //! What a transaction's body reads with: its own connection, under WATCH.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use redis::aio::MultiplexedConnection;
 use redis::{Cmd, FromRedisValue};
 
@@ -8,13 +11,14 @@ use crate::store::RedisStore;
 
 /// The reads of one attempt of a [`Transaction`](super::Transaction), on the
 /// connection that holds its WATCH. Read what the decision needs; the writes go in
-/// the pipeline the body returns.
+/// the pipeline the body returns. Only for the attempt it was given to: kept
+/// beyond it, it would read on a connection another transaction may be using.
 ///
 /// ```no_run
 /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
 /// let tx = client.transaction(&["{shop}:stock"])?;
 /// let sold: Option<(i64,)> = tx
-///     .run(async |reads| {
+///     .run(|reads| async move {
 ///         let stock: i64 = reads.get("{shop}:stock").await?;
 ///         if stock == 0 {
 ///             return Ok(None);
@@ -26,26 +30,28 @@ use crate::store::RedisStore;
 ///     .await?;
 /// # Ok(()) }
 /// ```
-pub struct Reads<'a> {
-    conn: &'a mut MultiplexedConnection,
-    store: &'a RedisStore,
+#[derive(Clone)]
+pub struct Reads {
+    conn: MultiplexedConnection,
+    store: RedisStore,
     attempt: u32,
-    /// A read found the connection broken: the attempt may be tried again.
-    pub(super) broken: bool,
+    /// Set when a read found the connection broken: the attempt may be tried again.
+    broken: Arc<AtomicBool>,
 }
 
-impl<'a> Reads<'a> {
-    pub(super) fn new(
-        conn: &'a mut MultiplexedConnection,
-        store: &'a RedisStore,
-        attempt: u32,
-    ) -> Self {
+impl Reads {
+    pub(super) fn new(conn: MultiplexedConnection, store: RedisStore, attempt: u32) -> Self {
         Reads {
             conn,
             store,
             attempt,
-            broken: false,
+            broken: Arc::default(),
         }
+    }
+
+    /// Whether a read found the connection broken.
+    pub(super) fn broke(&self) -> bool {
+        self.broken.load(Ordering::Relaxed)
     }
 
     /// `GET key`, as `T` (an `Option` for a key that may be missing).
@@ -56,11 +62,11 @@ impl<'a> Reads<'a> {
     /// errors a reply can carry.
     ///
     /// ```no_run
-    /// # async fn demo(reads: &mut latchkey::transaction::Reads<'_>) -> latchkey::Result<()> {
+    /// # async fn demo(reads: &latchkey::transaction::Reads) -> latchkey::Result<()> {
     /// let balance: Option<i64> = reads.get("{bank}:a").await?;
     /// # Ok(()) }
     /// ```
-    pub async fn get<T: FromRedisValue>(&mut self, key: &str) -> Result<T> {
+    pub async fn get<T: FromRedisValue>(&self, key: &str) -> Result<T> {
         self.query(redis::cmd("GET").arg(key)).await
     }
 
@@ -71,14 +77,18 @@ impl<'a> Reads<'a> {
     /// As [`get`](Self::get).
     ///
     /// ```no_run
-    /// # async fn demo(reads: &mut latchkey::transaction::Reads<'_>) -> latchkey::Result<()> {
+    /// # async fn demo(reads: &latchkey::transaction::Reads) -> latchkey::Result<()> {
     /// let fields: Vec<String> = reads.query(redis::cmd("HKEYS").arg("{shop}:cart")).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn query<T: FromRedisValue>(&mut self, cmd: &Cmd) -> Result<T> {
-        let reply = cmd.query_async(self.conn).await;
+    pub async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        // A clone of the attempt's own connection: the same socket, under its WATCH.
+        let mut conn = self.conn.clone();
+        let reply = cmd.query_async(&mut conn).await;
         reply.map_err(|error| {
-            self.broken |= is_broken(&error);
+            if is_broken(&error) {
+                self.broken.store(true, Ordering::Relaxed);
+            }
             self.store.error(error, "")
         })
     }
@@ -86,7 +96,7 @@ impl<'a> Reads<'a> {
     /// Which attempt this is: 1, then 2 … after conflicts.
     ///
     /// ```no_run
-    /// # fn demo(reads: &latchkey::transaction::Reads<'_>) {
+    /// # fn demo(reads: &latchkey::transaction::Reads) {
     /// if reads.attempt() > 1 {
     ///     println!("someone wrote first; deciding again");
     /// }
@@ -104,16 +114,16 @@ impl<'a> Reads<'a> {
     /// The errors a reply can carry.
     ///
     /// ```no_run
-    /// # async fn demo(reads: &mut latchkey::transaction::Reads<'_>) -> latchkey::Result<()> {
+    /// # async fn demo(reads: &latchkey::transaction::Reads) -> latchkey::Result<()> {
     /// println!("connection {}", reads.client_id().await?);
     /// # Ok(()) }
     /// ```
-    pub async fn client_id(&mut self) -> Result<u64> {
+    pub async fn client_id(&self) -> Result<u64> {
         self.query(redis::cmd("CLIENT").arg("ID")).await
     }
 }
 
-impl std::fmt::Debug for Reads<'_> {
+impl std::fmt::Debug for Reads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reads")
             .field("attempt", &self.attempt)
