@@ -59,6 +59,26 @@ pub(crate) async fn commands_run(conn: &mut MultiplexedConnection) -> Result<u64
         .sum())
 }
 
+/// Scripts the server ran so far (EVALSHA and EVAL calls, each one round trip).
+pub(crate) async fn script_calls(conn: &mut MultiplexedConnection) -> Result<u64, BenchError> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await?;
+    Ok(info
+        .lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum())
+}
+
 /// Clients connected to the server right now.
 pub(crate) async fn connected_clients(conn: &mut MultiplexedConnection) -> Result<u64, BenchError> {
     let info: String = redis::cmd("INFO").arg("clients").query_async(conn).await?;

@@ -419,6 +419,8 @@ pub enum BenchScenario {
     Quorum,
     /// Rate-limit decisions from 50 tasks beside a trivial one-command EVALSHA.
     Ratelimit,
+    /// A semaphore: uncontended round trips, and fairness under contention.
+    Semaphore,
 }
 
 #[cfg(feature = "bench")]
@@ -435,6 +437,7 @@ impl From<BenchScenario> for latchkey_bench::Scenario {
             BenchScenario::Deployments => latchkey_bench::Scenario::Deployments,
             BenchScenario::Quorum => latchkey_bench::Scenario::Quorum,
             BenchScenario::Ratelimit => latchkey_bench::Scenario::Ratelimit,
+            BenchScenario::Semaphore => latchkey_bench::Scenario::Semaphore,
         }
     }
 }

@@ -3,6 +3,7 @@
 mod deployments;
 mod quorum;
 mod ratelimit;
+mod semaphore;
 mod tasks;
 mod timed;
 mod waiters;
@@ -50,11 +51,14 @@ pub enum Scenario {
     /// Rate-limit decisions (GCRA, fixed, sliding, cooldown) from 50 tasks, beside a
     /// trivial one-command EVALSHA (latchkey only).
     Ratelimit,
+    /// A semaphore: uncontended round trips, and fairness under contention
+    /// (latchkey only).
+    Semaphore,
 }
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 10] = [
+    pub const ALL: [Scenario; 11] = [
         Scenario::Uncontended,
         Scenario::Contended,
         Scenario::ContendedProcesses,
@@ -65,6 +69,7 @@ impl Scenario {
         Scenario::Deployments,
         Scenario::Quorum,
         Scenario::Ratelimit,
+        Scenario::Semaphore,
     ];
 
     /// The name used on the command line, in tables and in JSON.
@@ -80,6 +85,7 @@ impl Scenario {
             Scenario::Deployments => "deployments",
             Scenario::Quorum => "quorum",
             Scenario::Ratelimit => "ratelimit",
+            Scenario::Semaphore => "semaphore",
         }
     }
 
@@ -91,6 +97,7 @@ impl Scenario {
             Scenario::Deployments => deployments::STEPS,
             Scenario::Quorum => quorum::STEPS,
             Scenario::Ratelimit => ratelimit::STEPS,
+            Scenario::Semaphore => semaphore::STEPS,
             _ => workload::steps(),
         }
     }
@@ -142,6 +149,7 @@ impl Scenario {
             Scenario::Deployments => deployments::run(duration, progress).await,
             Scenario::Quorum => quorum::run(duration, progress).await,
             Scenario::Ratelimit => ratelimit::run(url, duration, progress).await,
+            Scenario::Semaphore => semaphore::run(url, duration, progress).await,
         }
     }
 }
