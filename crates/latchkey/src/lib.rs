@@ -31,7 +31,9 @@
 //!
 //! One Redis server, a primary with replicas, Sentinel and Redis Cluster all work the
 //! same way; see [Deployments](#deployments). Synchronous callers use [`blocking`].
-//! Rate limits are in [`ratelimit`]. The atomic steps under every lock are the
+//! Beyond the lock: [`Semaphore`], [`RwLock`], rate limits ([`ratelimit`]) and
+//! optimistic transactions ([`transaction`]); see [Beyond the lock](#beyond-the-lock).
+//! The atomic steps under every lock are the
 //! [`store`] traits (a core [`store::LockStore`] plus capabilities); the key layout
 //! is described on [`LockKey`], and the Lua scripts in the `scripts/` folder of the
 //! source.
@@ -384,6 +386,46 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Beyond the lock
+//!
+//! The same client, keys, errors and guarantees, for the other things processes
+//! need to agree on:
+//!
+//! | what | for | made by |
+//! |---|---|---|
+//! | [`Semaphore`] | at most N at once (weighted, FIFO, each permit a lease with its own fence) | [`Client::semaphore`] |
+//! | [`RwLock`] | many readers or one writer, writers not starved | [`Client::rw_lock`] |
+//! | [`ratelimit::RateLimiter`] | cooldown, fixed window, exact sliding window, GCRA | [`Client::rate_limiter`] |
+//! | [`transaction::Transaction`] | read-check-write without a lock (WATCH/MULTI/EXEC, bounded retries) | [`Client::transaction`], [`MutexGuard::transaction`] |
+//!
+//! Permits and read/write guards are [`MutexGuard`]s over a
+//! [`semaphore::PermitStore`], so leases, the watchdog, [`lost`](MutexGuard::lost),
+//! fencing and cancel safety work as for a lock. Each keeps its state in companion
+//! keys of its name (`{name}:lk:sem`, `{name}:lk:rw`, `{name}:lk:gcra` …), never a
+//! lock's. Semaphores, read-write locks and transactions need one Redis deployment
+//! (not a quorum); transactions, one server or a Sentinel-managed primary.
+//!
+//! ```no_run
+//! # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+//! use latchkey::ratelimit::Policy;
+//! use std::time::Duration;
+//!
+//! let checkout = client.semaphore("checkout", 3)?.acquire(1).await?;
+//! let sms = client.rate_limiter("sms:+15551234567", Policy::cooldown(Duration::from_secs(60))?)?;
+//! if sms.check(1).await?.allowed { /* send the code */ }
+//! let moved: Option<()> = client
+//!     .transaction(&["{bank}:a", "{bank}:b"])?
+//!     .run(|reads| async move {
+//!         let a: i64 = reads.get("{bank}:a").await?;
+//!         let mut writes = redis::pipe();
+//!         if a >= 10 { writes.decr("{bank}:a", 10).ignore().incr("{bank}:b", 10).ignore(); }
+//!         Ok((a >= 10).then_some(writes))
+//!     })
+//!     .await?;
+//! checkout.release().await?;
+//! # Ok(()) }
+//! ```
+//!
 //! # Interop
 //!
 //! **Other lock libraries.** The lock key holds exactly the owner token with a PX
@@ -452,6 +494,7 @@
 //! | [`Tls`](Error::Tls) | the TLS handshake failed or the certificate is not trusted | check the port, or configure the CA |
 //! | [`TooFewReplicas`](Error::TooFewReplicas) | fewer replicas than asked for confirmed a grant or renewal | transient: waiting calls retry it |
 //! | [`NoQuorum`](Error::NoQuorum) | a quorum's majority did not grant (each master's answer listed) | transient unless enough masters refused authentication or ACL |
+//! | [`Contended`](Error::Contended) | an optimistic transaction's keys changed under every attempt | transient: try later, or lock the hot spot |
 //! | [`Runtime`](Error::Runtime) | the [`blocking`] API's runtime failed | see [`blocking`] |
 //!
 //! [`Error::is_transient`] says whether the same call may succeed later. Waiting calls

@@ -58,7 +58,7 @@ impl Reads {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`], [`Error::Redis`] for a value that is not a `T`, and the
+    /// [`Error::WrongType`](crate::Error::WrongType), [`Error::Redis`](crate::Error::Redis) for a value that is not a `T`, and the
     /// errors a reply can carry.
     ///
     /// ```no_run
