@@ -295,3 +295,110 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// A worker that takes one of two permits with a 1 s lease and then keeps
+/// reporting whether it knows its lease lost, until killed.
+#[test]
+#[ignore = "worker process, spawned by a_paused_holder_loses_its_permit_and_knows_it"]
+fn sleeper_worker() {
+    worker::serve("sleeper_worker", |url| async move {
+        let client = latchkey::Client::open(&url).await.unwrap();
+        let lease = Lease::renewed(Duration::from_secs(1)).unwrap();
+        let pool = client.semaphore("paused", 1).unwrap().with_lease(lease);
+        let permit = pool.acquire(1).await.unwrap();
+        println!("holding");
+        permit.lost().await;
+        println!("lost");
+        tokio::time::sleep(Duration::from_secs(600)).await;
+    });
+}
+
+#[test]
+fn a_paused_holder_loses_its_permit_and_knows_it() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let server = RedisServer::start().unwrap();
+    let mut sleeper = worker::spawn("sleeper_worker", &[("REDIS_URL", server.url())]).unwrap();
+    let pid = Pid::from_raw(sleeper.id() as i32);
+    let mut lines = BufReader::new(sleeper.stdout.take().unwrap()).lines();
+    assert!(lines.any(|l| l.unwrap().contains("holding")));
+    // A stop-the-world pause (GC, swap, SIGSTOP) longer than the lease.
+    kill(pid, Signal::SIGSTOP).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let taken = runtime.block_on(async {
+        let client = latchkey::Client::open(&server.url()).await.unwrap();
+        let pool = client.semaphore("paused", 1).unwrap();
+        pool.acquire_timeout(1, Duration::from_secs(5))
+            .await
+            .unwrap()
+    });
+    kill(pid, Signal::SIGCONT).unwrap();
+    // Back from the pause, the old holder learns its lease is gone.
+    assert!(lines.any(|l| l.unwrap().contains("lost")));
+    runtime.block_on(async { assert!(taken.is_held().await.unwrap()) });
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+}
+
+#[tokio::test]
+async fn a_waiter_gets_its_permit_after_its_connections_were_killed() {
+    let (server, client) = common::start().await;
+    let pool = client.semaphore("reset", 1).unwrap();
+    let held = pool.acquire(1).await.unwrap();
+    let waiter = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.acquire(1).await.unwrap() }
+    });
+    wait_for(|| async { pool.waiting().await.unwrap() == 1 }).await;
+    // Every connection, the subscriber's included, is reset under the waiter.
+    let mut admin = common::connect(&server.url()).await;
+    for kind in ["pubsub", "normal"] {
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg(kind)
+            .arg("SKIPME")
+            .arg("yes")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+    held.release().await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter never got the permit after the reset")
+        .unwrap();
+    assert!(got.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn waits_dropped_at_any_point_leave_no_permit_and_no_place_behind() {
+    let (_server, client) = common::start().await;
+    let pool = client.semaphore("cancelled", 2).unwrap();
+    let holders: Vec<_> = (0..4)
+        .map(|task| {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                for round in 0..30u64 {
+                    // Cut off at every stage: before the reply, queued, just granted.
+                    let patience = Duration::from_micros(100 + (task * 37 + round * 211) % 3000);
+                    if let Ok(Ok(permit)) = tokio::time::timeout(patience, pool.acquire(1)).await {
+                        tokio::time::sleep(Duration::from_micros(300)).await;
+                        drop(permit);
+                    }
+                }
+            })
+        })
+        .collect();
+    for holder in holders {
+        holder.await.unwrap();
+    }
+    assert!(latchkey::finish_background_releases(Duration::from_secs(5)).await);
+    wait_for(|| async {
+        pool.available().await.unwrap() == 2 && pool.waiting().await.unwrap() == 0
+    })
+    .await;
+    let both = pool.try_acquire(2).await.unwrap();
+    both.release().await.unwrap();
+}
