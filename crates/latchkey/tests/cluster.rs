@@ -363,3 +363,42 @@ async fn increments_from_many_processes_are_exact_through_a_failover() {
         "only {made} rounds succeeded"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphores_and_rate_limits_work_on_every_primary_and_transactions_say_why_not() {
+    let cluster = RedisCluster::start().unwrap();
+    let client = client(&cluster).await;
+    for name in names_on_every_primary(&cluster) {
+        let pool = client.semaphore(&name, 1).unwrap();
+        let held = pool.acquire(1).await.unwrap();
+        let waiter = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.acquire(1).await.unwrap() }
+        });
+        while pool.waiting().await.unwrap() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // The release's wake-up reaches the waiter through its shard (SPUBLISH).
+        let released = Instant::now();
+        held.release().await.unwrap();
+        let got = waiter.await.unwrap();
+        assert!(
+            released.elapsed() < Duration::from_secs(2),
+            "woken by a timer, not the release"
+        );
+        got.release().await.unwrap();
+
+        let policy = latchkey::ratelimit::Policy::gcra(1, Duration::from_secs(60), 1).unwrap();
+        let limiter = client.rate_limiter(&name, policy).unwrap();
+        assert!(limiter.check(2).await.unwrap().allowed);
+        assert!(!limiter.check(1).await.unwrap().allowed);
+    }
+    let tx = client.transaction(&["{t}:a"]).unwrap();
+    let refused: latchkey::Result<Option<()>> = tx.run(|_| async { Ok(None) }).await;
+    let error = refused.unwrap_err();
+    assert!(
+        matches!(error, latchkey::Error::InvalidArgument(_)),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("cluster"), "{error}");
+}
