@@ -150,3 +150,30 @@ async fn a_waiting_clone_gets_no_unconfirmed_lock_from_its_parent() {
     );
     guard.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_wait_for_replicas_too() {
+    let (primary, _replica) = primary_and_replica();
+    let confirmed = waiting_for(&primary, 1).await;
+    let pool = confirmed.semaphore("pool", 2).unwrap();
+    let permit = pool.acquire(1).await.unwrap();
+    assert_eq!(permit.replicas(), Some(1));
+    permit.extend(Duration::from_secs(60)).await.unwrap();
+    assert!(permit.release().await.unwrap());
+    // Two replicas wanted, one there: the grant is refused and undone.
+    let unconfirmed = waiting_for(&primary, 2).await;
+    let pool = unconfirmed.semaphore("pool", 2).unwrap();
+    match pool.try_acquire(1).await {
+        Err(Error::TooFewReplicas {
+            wanted: 2,
+            acked: 1,
+            ..
+        }) => {}
+        other => panic!("expected TooFewReplicas, got {other:?}"),
+    }
+    assert_eq!(
+        pool.available().await.unwrap(),
+        2,
+        "the unconfirmed permit was kept"
+    );
+}

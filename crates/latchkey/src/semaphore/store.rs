@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use redis::Script;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::Ttl;
 use crate::scripts;
@@ -104,10 +104,23 @@ impl LockStore for PermitStore {
             .arg(self.permits)
             .arg(request.queue_lease.map_or(0, Ttl::as_millis))
             .arg(self.inner.publish_mode());
-        let (taken, value, _, fourth, lease_end): (i64, i64, Option<String>, u64, u64) =
-            self.inner.run(&call, key).await?;
+        // With `with_wait_replicas`, replicas confirm the grant as a lock's: a
+        // failover must not forget permits and hand out more than N.
+        let (reply, replicas) = self.inner.run_confirmed(&call, key).await?;
+        let (taken, value, _, fourth, lease_end): (i64, i64, Option<String>, u64, u64) = reply;
         if taken == 1 {
-            return Ok(Attempt::acquired(u64::try_from(value).unwrap_or(0), fourth));
+            if let Err(too_few) = self.inner.confirmed(key, replicas) {
+                let leaving = request.queue_lease.map(|_| request.ttl);
+                return match self.release(key, owner, leaving).await {
+                    Ok(_) => Err(too_few),
+                    Err(undo) => Err(Error::grant_not_undone(self.inner.node(), &undo)),
+                };
+            }
+            let won = Attempt::acquired(u64::try_from(value).unwrap_or(0), fourth);
+            return Ok(match replicas {
+                Some(confirmed) => won.confirmed_by(confirmed),
+                None => won,
+            });
         }
         let pttl = u64::try_from(value).ok().map(Duration::from_millis);
         Ok(Attempt::busy(pttl, None).queued_at(fourth, lease_end))
@@ -133,7 +146,11 @@ impl LockStore for PermitStore {
         call.key(key.as_str())
             .arg(self.member(owner))
             .arg(ttl.as_millis());
-        self.inner.run(&call, key).await
+        let (extended, replicas) = self.inner.run_confirmed(&call, key).await?;
+        if extended {
+            self.inner.confirmed(key, replicas)?;
+        }
+        Ok(extended)
     }
 
     /// One holder of a live permit (the first by lease end), if any.

@@ -348,7 +348,7 @@ impl RedisStore {
 
     /// Runs a lock script that may write, with `WAIT` behind it when replicas must
     /// confirm; returns its reply and how many did.
-    async fn run_confirmed<T: FromRedisValue>(
+    pub(crate) async fn run_confirmed<T: FromRedisValue>(
         &self,
         call: &ScriptInvocation<'_>,
         key: &LockKey,
@@ -377,7 +377,7 @@ impl RedisStore {
     }
 
     /// An error when fewer replicas than asked for confirmed a write to `key`.
-    fn confirmed(&self, key: &LockKey, acked: Option<u32>) -> Result<()> {
+    pub(crate) fn confirmed(&self, key: &LockKey, acked: Option<u32>) -> Result<()> {
         match (&self.replication, acked) {
             (Some(replication), Some(acked)) if acked < replication.replicas => {
                 Err(Error::TooFewReplicas {
