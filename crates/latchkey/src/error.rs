@@ -322,6 +322,31 @@ impl Error {
         }
     }
 
+    /// EXEC ran, but a command in it failed or its replies did not convert: the
+    /// transaction's writes are in (Redis rolls nothing back), so it must not be
+    /// run again as if nothing happened.
+    pub(crate) fn committed(node: &str, error: &impl std::fmt::Display) -> Self {
+        Error::Redis {
+            node: node.to_owned(),
+            source: Cause(RedisError::from((
+                ErrorKind::UnexpectedReturnType,
+                "the transaction ran",
+                format!("the transaction ran (EXEC answered, its writes are in), but {error}"),
+            ))),
+        }
+    }
+
+    /// EXEC refused a transaction whole (EXECABORT): nothing ran.
+    pub(crate) fn exec_refused(node: &str) -> Self {
+        Error::Redis {
+            node: node.to_owned(),
+            source: Cause(RedisError::from((
+                ErrorKind::Server(ServerErrorKind::ExecAbort),
+                "EXEC refused the transaction whole (a write was rejected when queued: a read-only replica after a failover?); nothing ran",
+            ))),
+        }
+    }
+
     /// True when a request may or may not have run on the server (the reply was
     /// lost): anything it could have set must be undone.
     pub(crate) fn outcome_unknown(&self) -> bool {

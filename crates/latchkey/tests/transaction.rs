@@ -277,3 +277,48 @@ async fn a_guards_transaction_is_refused_once_the_lock_changed_hands() {
     let outside = guard.transaction(&["elsewhere"]).unwrap_err();
     assert!(matches!(outside, Error::InvalidArgument(_)));
 }
+
+#[tokio::test]
+async fn a_failed_command_inside_exec_says_the_writes_ran() {
+    let (server, client) = common::start().await;
+    let mut admin = common::connect(&server.url()).await;
+    let _: () = admin.lpush("{w}:list", "x").await.unwrap();
+    let outcome: latchkey::Result<Option<((), i64)>> = client
+        .transaction(&["{w}:n", "{w}:list"])
+        .unwrap()
+        .run(|_| async {
+            let mut writes = redis::pipe();
+            writes.set("{w}:n", 7).incr("{w}:list", 1);
+            Ok(Some(writes))
+        })
+        .await;
+    let error = outcome.unwrap_err();
+    assert!(error.to_string().contains("the transaction ran"), "{error}");
+    assert!(!error.is_transient());
+    let n: i64 = admin.get("{w}:n").await.unwrap();
+    assert_eq!(
+        n, 7,
+        "the first write should be in: Redis does not roll back"
+    );
+}
+
+#[tokio::test]
+async fn stale_idle_connections_after_a_restart_are_replaced_not_counted_against_the_run() {
+    let (mut server, client) = common::start().await;
+    let tx = client.transaction(&[COUNTER]).unwrap().with_attempts(1_000);
+    // Fill the idle list with several connections, used at once.
+    let runs: Vec<_> = (0..6)
+        .map(|_| {
+            let tx = tx.clone();
+            tokio::spawn(async move { increment(&tx).await })
+        })
+        .collect();
+    for run in runs {
+        run.await.unwrap().unwrap();
+    }
+    server.restart().unwrap();
+    // Every idle connection is dead now; two attempts are enough anyway: the first
+    // finds one dead and drops them all, the second opens a new one.
+    let once = tx.with_attempts(2);
+    increment(&once).await.unwrap().unwrap();
+}

@@ -72,6 +72,12 @@ impl Dedicated {
         }
     }
 
+    /// Drops every idle connection: one turned out broken or stale (a restart, a
+    /// failover), and the others were made at the same time, to the same server.
+    pub(crate) fn clear(&self) {
+        self.lock().clear();
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<MultiplexedConnection>> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -417,6 +417,11 @@ impl RedisStore {
         self.dedicated.take(self.target.as_ref(), &self.node).await
     }
 
+    /// Drops the idle dedicated connections (one was found broken or stale).
+    pub(crate) fn forget_dedicated(&self) {
+        self.dedicated.clear();
+    }
+
     /// Keeps a dedicated connection whose last command answered, for the next one.
     pub(crate) fn give_back(&self, conn: redis::aio::MultiplexedConnection) {
         self.dedicated.give_back(conn);

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use redis::{FromRedisValue, Pipeline};
+use redis::{FromRedisValue, Pipeline, Value};
 
 pub use reads::Reads;
 use retry::Retry;
@@ -39,8 +39,9 @@ use crate::store::RedisStore;
 /// - **Bounded.** [`Error::Contended`] after the attempts or the deadline, whichever
 ///   comes first (default: 16 attempts, 5 s), not a loop that retries forever.
 /// - **One hash slot.** All keys must hash to one Redis Cluster slot (use a
-///   `{tag}`), checked when it is made, so code that works on one server works on
-///   a cluster's too.
+///   `{tag}`), checked when it is made, so the keys stay valid for a cluster.
+///   Transactions run on one server or a Sentinel-managed primary; on a cluster
+///   they are refused with [`Error::InvalidArgument`] for now.
 ///
 /// ```no_run
 /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
@@ -150,6 +151,9 @@ impl Transaction {
     ///   before the writes or at the EXEC; nothing was written.
     /// - [`Error::Unreachable`]: Redis did not answer; if it was the EXEC, it may
     ///   or may not have run.
+    /// - [`Error::Redis`] saying "the transaction ran" when EXEC ran but a command
+    ///   in it failed (Redis does not roll the others back) or its replies are not a
+    ///   `T`: the writes are in; do not run it again.
     /// - An error `body` returned (not retried), and the errors a reply can carry.
     ///
     /// # Cancel safety
@@ -210,36 +214,72 @@ impl Transaction {
     {
         let mut conn = match self.store.dedicated().await {
             Ok(conn) => conn,
-            Err(error) if error.is_transient() => return Ok(Attempted::Broken(error)),
+            Err(error) if error.is_transient() => return Ok(self.broken(error)),
             Err(error) => return Err(error),
         };
-        if let Err(error) = self.watch(&mut conn).await {
-            return broken_or(error);
+        match self.watch(&mut conn).await {
+            Ok(()) => {}
+            Err(error @ Error::Unreachable { .. }) => return Ok(self.broken(error)),
+            Err(error) => return Err(error),
         }
         let reads = Reads::new(conn.clone(), self.store.clone(), attempt);
         let decided = body(reads.clone()).await;
-        let broken = reads.broke();
-        let writes = match decided {
+        if reads.broke() {
+            // The connection broke under a read: nothing was sent after it.
+            let error = decided
+                .err()
+                .unwrap_or_else(|| Error::no_reply(self.store.node()));
+            return Ok(self.broken(error));
+        }
+        let mut writes = match decided {
             Ok(Some(writes)) => writes,
             Ok(None) => return self.unwatch(conn, Attempted::Done(None)).await,
-            Err(error) if broken => return Ok(Attempted::Broken(error)),
             Err(error) => return self.unwatch(conn, ()).await.and(Err(error)),
         };
-        let mut atomic = writes;
-        let committed: Option<T> = match atomic.atomic().query_async(&mut conn).await {
-            Ok(committed) => committed,
-            // Sent, and no answer: it may have run. Never tried again blindly.
-            Err(error) => return Err(self.store.error(error, &self.keys[0])),
+        // Errors come back as values, so one that a write met inside EXEC (which
+        // ran the others) is told apart from one that stopped the EXEC.
+        let sent = writes.atomic().ignore_errors().query_async(&mut conn).await;
+        let reply: Value = match sent {
+            Ok(reply) => reply,
+            Err(error) => {
+                self.store.forget_dedicated();
+                return Err(self.exec_failed(error));
+            }
         };
         self.store.give_back(conn);
-        match committed {
-            Some(replies) => Ok(Attempted::Done(Some(replies))),
-            None => {
-                // A changed lock refused it: not contention to wait out.
-                self.check_held(None).await?;
-                Ok(Attempted::Conflict)
-            }
+        if matches!(reply, Value::Nil) {
+            // A changed lock refused it: not contention to wait out.
+            self.check_held(None).await?;
+            return Ok(Attempted::Conflict);
         }
+        // EXEC ran: from here on, an error must not read as "nothing happened".
+        if let Value::Array(replies) = &reply
+            && let Some(failed) = replies.iter().find(|r| matches!(r, Value::ServerError(_)))
+        {
+            return Err(Error::committed(self.store.node(), &format!("{failed:?}")));
+        }
+        match T::from_redis_value(reply) {
+            Ok(replies) => Ok(Attempted::Done(Some(replies))),
+            Err(error) => Err(Error::committed(self.store.node(), &error)),
+        }
+    }
+
+    /// What a failed EXEC round trip means. No answer: it may have run, and is
+    /// never tried again blindly ([`Error::Unreachable`]). EXEC itself refused
+    /// (EXECABORT: the server would not queue a write, e.g. a primary demoted by a
+    /// failover): nothing ran.
+    fn exec_failed(&self, error: redis::RedisError) -> Error {
+        if error.kind() == redis::ErrorKind::UnexpectedReturnType {
+            return Error::exec_refused(self.store.node());
+        }
+        self.store.error(error, &self.keys[0])
+    }
+
+    /// An attempt whose connection broke before EXEC was sent: the idle
+    /// connections may be as stale (a restart, a failover), so they go too.
+    fn broken<T>(&self, error: Error) -> Attempted<T> {
+        self.store.forget_dedicated();
+        Attempted::Broken(error)
     }
 
     /// WATCHes the keys and, for a guard's transaction, checks the lock is still
@@ -278,15 +318,6 @@ impl Transaction {
             self.store.give_back(conn);
         }
         Ok(outcome)
-    }
-}
-
-/// An error before EXEC was sent: worth another attempt on a new connection when
-/// the connection broke, the end of the run otherwise.
-fn broken_or<T>(error: Error) -> Result<Attempted<T>> {
-    match error {
-        Error::Unreachable { .. } => Ok(Attempted::Broken(error)),
-        error => Err(error),
     }
 }
 

@@ -4,7 +4,7 @@
 -- ARGV[1]  the limit per window.
 -- ARGV[2]  the window length in ms.
 -- ARGV[3]  the cost of this call (at least 1, at most the limit).
--- ARGV[4]  1 to count the call if it is allowed, 0 to only look (peek).
+-- ARGV[4]  1 to count the call if it is allowed, 0 to only look (peek: no writes).
 --
 -- Returns {allowed (1/0), remaining, µs until a retry can pass (-1 when allowed),
 -- µs until the window resets}.
@@ -18,12 +18,16 @@ local limit = tonumber(ARGV[1])
 local window_ms = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
 
+local consume = ARGV[4] == '1'
 local count = tonumber(redis.call('GET', KEYS[1]) or '0')
 local left_ms = redis.call('PTTL', KEYS[1])
 if left_ms == -1 then
   -- A counter some other writer left without expiry: its window ends one window
-  -- from now, so it cannot live forever.
-  redis.call('PEXPIRE', KEYS[1], window_ms)
+  -- from now, so it cannot live forever (set by a call that counts; a peek writes
+  -- nothing).
+  if consume then
+    redis.call('PEXPIRE', KEYS[1], window_ms)
+  end
   left_ms = window_ms
 elseif left_ms == 0 then
   -- Expiring this very ms: that window is over.
@@ -33,7 +37,7 @@ end
 if count + cost > limit then
   return {0, limit - count, left_ms * 1000, left_ms * 1000}
 end
-if ARGV[4] ~= '1' then
+if not consume then
   return {1, limit - count, -1, math.max(left_ms, 0) * 1000}
 end
 if left_ms < 0 then

@@ -8,52 +8,65 @@
 -- ARGV[1]  the limit per window.
 -- ARGV[2]  the window length in µs.
 -- ARGV[3]  the cost of this call (at least 1, at most the limit).
--- ARGV[4]  1 to log the call if it is allowed, 0 to only look (peek).
+-- ARGV[4]  1 to log the call if it is allowed, 0 to only look (peek: no writes).
 --
 -- Returns {allowed (1/0), remaining, µs until a retry can pass (-1 when allowed),
 -- µs until the log is empty}.
 --
 -- Memory is bounded: only allowed calls are logged, each costs at least 1, so the
 -- log never holds more than `limit` members. Entries that left the window are
--- trimmed on every call (each is read once, when it leaves), and both keys expire
--- one window after the newest entry.
+-- trimmed when a call is counted (each is read once, when it leaves), and both keys
+-- expire one window after the newest entry.
 
 local limit = tonumber(ARGV[1])
 local window_us = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
+local consume = ARGV[4] == '1'
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local gone_until = now - window_us
 
 -- The cost a member carries, after its sequence number.
 local function cost_of(member)
   return tonumber(string.match(member, ':(%d+)$'))
 end
 
-local total = tonumber(redis.call('HGET', KEYS[2], 'total') or '0')
-local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - window_us)
-if #gone > 0 then
-  for _, member in ipairs(gone) do
-    total = total - cost_of(member)
+-- The cost in the log: the tally, or (if the tally was lost: evicted, deleted) the
+-- sum over the log itself.
+local function logged()
+  local total = redis.call('HGET', KEYS[2], 'total')
+  if total then
+    return tonumber(total)
   end
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window_us)
-  redis.call('HSET', KEYS[2], 'total', total)
+  local sum = 0
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+    sum = sum + cost_of(member)
+  end
+  return sum
+end
+
+-- The cost in the window: the log less the entries that left it.
+local total = logged()
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', gone_until)
+for _, member in ipairs(gone) do
+  total = total - cost_of(member)
 end
 
 -- When the newest entry leaves the window, nothing is left.
 local function empty_in()
   local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  if #newest == 0 then
+  if #newest == 0 or tonumber(newest[2]) <= gone_until then
     return 0
   end
   return tonumber(newest[2]) + window_us - now
 end
 
 if total + cost > limit then
-  -- Walk the oldest entries until enough cost has left. Each costs at least 1, so
-  -- at most `total + cost - limit` (≤ cost) members are read.
+  -- Walk the oldest live entries until enough cost has left. Each costs at least
+  -- 1, so at most `total + cost - limit` (≤ cost) members are read.
   local short = total + cost - limit
-  local oldest = redis.call('ZRANGE', KEYS[1], 0, short - 1, 'WITHSCORES')
+  local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. gone_until, '+inf', 'WITHSCORES', 'LIMIT', 0, short)
   local freed, retry = 0, 0
   for i = 1, #oldest, 2 do
     freed = freed + cost_of(oldest[i])
@@ -65,12 +78,16 @@ if total + cost > limit then
   return {0, limit - total, retry, empty_in()}
 end
 
-if ARGV[4] ~= '1' then
+if not consume then
   return {1, limit - total, -1, empty_in()}
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', gone_until)
 local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
-redis.call('ZADD', KEYS[1], now, seq .. ':' .. cost)
-total = redis.call('HINCRBY', KEYS[2], 'total', cost)
+-- The cost goes in as the caller's digits: a Lua number above 10^14 would be
+-- printed in floating point, and cost_of could not read it back.
+redis.call('ZADD', KEYS[1], now, seq .. ':' .. ARGV[3])
+total = total + cost
+redis.call('HSET', KEYS[2], 'total', string.format('%d', total))
 local window_ms = math.ceil(window_us / 1000)
 redis.call('PEXPIRE', KEYS[1], window_ms)
 redis.call('PEXPIRE', KEYS[2], window_ms)
