@@ -10,8 +10,9 @@ const MAX_NAME_LEN: usize = 1024;
 /// Longest prefix accepted, in bytes.
 const MAX_PREFIX_LEN: usize = 256;
 /// Suffixes of companion keys; a lock name may not end with one.
-const COMPANION_KINDS: [&str; 11] = [
+const COMPANION_KINDS: [&str; 12] = [
     "fence", "queue", "leases", "wake", "rate", "cooldown", "log", "tally", "gcra", "sem", "rw",
+    "used",
 ];
 
 /// A validated key prefix, prepended to every lock name of a client.
@@ -84,7 +85,7 @@ impl Prefix {
 /// | `leases` | the waiters' leases: when each counts as dead |
 /// | `wake` | the pub/sub channel on which a waiter hears that it is next |
 /// | `rate`, `cooldown`, `log`, `tally`, `gcra` | a [rate limiter](crate::ratelimit)'s state, one kind per algorithm |
-/// | `sem`, `rw` | a [semaphore](crate::Semaphore)'s or [read-write lock](crate::RwLock)'s holders (with companions of their own: `{N}:lk:sem:lk:fence` …) |
+/// | `sem`, `rw` | a [semaphore](crate::Semaphore)'s or [read-write lock](crate::RwLock)'s holders, with companions of their own (`{N}:lk:sem:lk:fence`, `{N}:lk:sem:lk:used`: the weight held …) |
 ///
 /// `tagged(K)` is `K` itself when `K` already has a non-empty hash tag `{…}`, and
 /// `{K}` otherwise. So the companions always sit in `K`'s hash slot, never equal `K`,

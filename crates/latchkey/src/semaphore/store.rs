@@ -50,7 +50,10 @@ impl PermitStore {
     /// `member` holds one.
     pub(crate) async fn look(&self, key: &LockKey, member: &str) -> Result<Look> {
         let mut call = scripts::SEMAPHORE_LOOK.prepare_invoke();
-        call.key(key.as_str()).key(key.queue()).arg(member);
+        call.key(key.as_str())
+            .key(key.queue())
+            .key(key.companion(USED))
+            .arg(member);
         let (used, waiting, first, mine): (u64, u64, Option<String>, u8) =
             self.inner.run(&call, key).await?;
         let first = first.and_then(|m| m.split_once('*').map(|(_, owner)| owner.to_owned()));
@@ -71,7 +74,7 @@ pub(crate) struct Look {
     pub(crate) mine: bool,
 }
 
-/// `script` with a semaphore's five keys.
+/// `script` with a semaphore's six keys.
 fn with_keys(script: &'static Script, key: &LockKey) -> redis::ScriptInvocation<'static> {
     let mut call = script.prepare_invoke();
     for name in [
@@ -83,8 +86,12 @@ fn with_keys(script: &'static Script, key: &LockKey) -> redis::ScriptInvocation<
     ] {
         call.key(name);
     }
+    call.key(key.companion(USED));
     call
 }
+
+/// The companion beside the holders that keeps the weight they hold.
+const USED: &str = "used";
 
 impl LockStore for PermitStore {
     fn node(&self) -> &str {
@@ -144,6 +151,7 @@ impl LockStore for PermitStore {
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
         let mut call = scripts::SEMAPHORE_EXTEND.prepare_invoke();
         call.key(key.as_str())
+            .key(key.companion(USED))
             .arg(self.member(owner))
             .arg(ttl.as_millis());
         let (extended, replicas) = self.inner.run_confirmed(&call, key).await?;

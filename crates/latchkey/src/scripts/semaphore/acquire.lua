@@ -4,6 +4,7 @@
 -- KEYS[1]  the holders (see permits.lua).   KEYS[2]  the fencing counter.
 -- KEYS[3]  the wait queue.   KEYS[4]  the waiters' leases (see queue.lua).
 -- KEYS[5]  the channel on which served waiters are told (see release.lua).
+-- KEYS[6]  the weight the holders set holds (see permits.lua).
 -- ARGV     owner token, ttl_ms, weight, permits, wait_ms (0: a first try that does
 --          not queue; > 0: join or stay in line with a waiter lease of wait_ms),
 --          publish ('sharded' on a cluster, else '').
@@ -11,7 +12,7 @@
 -- Returns {1, fence, false, waiting, 0} when the permits are ours and
 -- {0, pttl, false, floor, lease_end} when not (see permits.lua and grant.lua).
 
-local holders, fence_key, queue, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local holders, fence_key, queue, leases, used_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]
 local owner, ttl, weight = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local permits, wait_ms, sharded = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == 'sharded'
 local token = weighed(ARGV[3], owner)
@@ -20,11 +21,11 @@ local member = queue_member('f', ttl, token)
 check_queue(queue, leases)
 local last, us = before_grant(fence_key)
 local now = math.floor(us / 1000)
-local used = live_weight(holders, now)
+local used = live_weight(holders, used_key, now)
 
 -- Already ours: a release served us, or an earlier try's reply was lost. Renew.
 if redis.call('ZSCORE', holders, token) then
-  local fence = grant_permit(holders, fence_key, token, ttl, last, us)
+  local fence = grant_permit(holders, used_key, fence_key, token, weight, ttl, last, us)
   return {1, fence, false, redis.call('ZCARD', queue), 0}
 end
 
@@ -36,7 +37,7 @@ if caller_fence then
   return {1, caller_fence, false, redis.call('ZCARD', queue), 0}
 end
 if used + weight <= permits and not next_live_waiter(queue, leases) then
-  local fence = grant_permit(holders, fence_key, token, ttl, last, us)
+  local fence = grant_permit(holders, used_key, fence_key, token, weight, ttl, last, us)
   leave_queue(queue, leases, member)
   return {1, fence, false, redis.call('ZCARD', queue), 0}
 end

@@ -1,7 +1,7 @@
 -- Extend a permit: reset its lease to ARGV[2] ms from now, only while it is still
 -- live. Needs clock.lua and queue.lua.
 --
--- KEYS[1]  the holders (see permits.lua).
+-- KEYS[1]  the holders (see permits.lua).   KEYS[2]  the weight they hold.
 -- ARGV     the member token ("<weight>*<owner token>"), the new lease in ms.
 --
 -- Returns 1 when the lease was reset, 0 when the permit is no longer ours.
@@ -14,4 +14,5 @@ if not ends or tonumber(ends) <= now then
 end
 redis.call('ZADD', holders, 'XX', now + ttl, token)
 keep_at_least(holders, ttl)
+keep_at_least(KEYS[2], ttl)
 return 1

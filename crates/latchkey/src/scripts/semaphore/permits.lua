@@ -21,23 +21,60 @@ local function weight_and_owner(token)
   return tonumber(weight), owner
 end
 
--- Drops permits whose lease ended and returns the weight the live ones hold. Each
--- holder holds at least 1, so this reads at most `permits` members.
-local function live_weight(holders, now)
-  redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
-  local used = 0
-  for _, member in ipairs(redis.call('ZRANGE', holders, 0, -1)) do
-    used = used + weight_and_owner(member)
+-- The weight of every member of the holders set (live, or ended and not yet
+-- dropped) is kept beside it in `used`, so that no call reads every holder (a
+-- read-write lock may have thousands of readers). If `used` was lost (evicted,
+-- deleted), it is counted again from the set, once.
+-- Returns the sum, and whether it was stored.
+local function weight_sum(holders, used)
+  local sum = redis.call('GET', used)
+  if sum then
+    return tonumber(sum), true
   end
-  return used
+  local total = 0
+  for _, member in ipairs(redis.call('ZRANGE', holders, 0, -1)) do
+    total = total + weight_and_owner(member)
+  end
+  return total, false
 end
 
--- Gives `token` a permit for `ttl` ms with the next fencing token. The holders
--- set lives as long as its longest lease.
-local function grant_permit(holders, fence_key, token, ttl, last, us)
+-- Stores the weight sum; it lives at least `ms` more, as the holders set does.
+local function store_used(used, total, ms)
+  if total <= 0 then
+    redis.call('DEL', used)
+    return
+  end
+  redis.call('SET', used, string.format('%d', total), 'KEEPTTL')
+  keep_at_least(used, ms)
+end
+
+-- Drops permits whose lease ended and returns the weight the live ones hold. Each
+-- ended one is read once, when it is dropped.
+local function live_weight(holders, used, now)
+  local total, stored = weight_sum(holders, used)
+  local ended = redis.call('ZRANGEBYSCORE', holders, '-inf', now)
+  for _, member in ipairs(ended) do
+    total = total - weight_and_owner(member)
+  end
+  if #ended > 0 then
+    redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
+  end
+  if #ended > 0 or not stored then
+    store_used(used, total, math.max(redis.call('PTTL', holders), 1))
+  end
+  return total
+end
+
+-- Gives `token` (of `weight`) a permit for `ttl` ms with the next fencing token.
+-- The holders set, and the weight sum beside it, live as long as the longest lease.
+local function grant_permit(holders, used, fence_key, token, weight, ttl, last, us)
   local now = math.floor(us / 1000)
-  redis.call('ZADD', holders, now + ttl, token)
+  local total = weight_sum(holders, used)
+  if redis.call('ZADD', holders, now + ttl, token) == 1 then
+    total = total + weight
+  end
   keep_at_least(holders, ttl)
+  store_used(used, total, ttl)
   return next_fence(fence_key, ttl, last, us)
 end
 
@@ -49,6 +86,7 @@ end
 -- fence (or nil).
 local function serve_line(keys, permits, used, last, us, sharded, caller)
   local holders, fence_key, queue, leases, channel = keys[1], keys[2], keys[3], keys[4], keys[5]
+  local used_key = keys[6]
   local caller_fence
   while true do
     local waiter, lease_left, lease_end = next_live_waiter(queue, leases)
@@ -67,7 +105,7 @@ local function serve_line(keys, permits, used, last, us, sharded, caller)
     if token ~= caller then
       ttl = math.min(lease_left, asked)
     end
-    local fence = grant_permit(holders, fence_key, token, ttl, last, us)
+    local fence = grant_permit(holders, used_key, fence_key, token, weight, ttl, last, us)
     last = fence
     used = used + weight
     leave_queue(queue, leases, waiter)
