@@ -41,36 +41,30 @@ fn micros(d: Duration) -> u64 {
 /// Every command the server ran so far (scripts' inner calls included), from
 /// INFO commandstats, less the INFO calls themselves.
 pub(crate) async fn commands_run(conn: &mut MultiplexedConnection) -> Result<u64, BenchError> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await?;
-    Ok(info
-        .lines()
-        .filter(|line| line.starts_with("cmdstat_") && !line.starts_with("cmdstat_info:"))
-        .filter_map(|line| {
-            line.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum())
+    calls(conn, |name| name != "info").await
 }
 
 /// Scripts the server ran so far (EVALSHA and EVAL calls, each one round trip).
 pub(crate) async fn script_calls(conn: &mut MultiplexedConnection) -> Result<u64, BenchError> {
+    calls(conn, |name| matches!(name, "evalsha" | "eval")).await
+}
+
+/// Calls of the commands `counted` picks (by name), from INFO commandstats.
+async fn calls(
+    conn: &mut MultiplexedConnection,
+    counted: impl Fn(&str) -> bool,
+) -> Result<u64, BenchError> {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(conn)
         .await?;
     Ok(info
         .lines()
-        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
-        .filter_map(|line| {
-            line.split("calls=")
-                .nth(1)?
+        .filter_map(|line| line.strip_prefix("cmdstat_")?.split_once(':'))
+        .filter(|(name, _)| counted(name))
+        .filter_map(|(_, stats)| {
+            stats
+                .strip_prefix("calls=")?
                 .split(',')
                 .next()?
                 .parse::<u64>()

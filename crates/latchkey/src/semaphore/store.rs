@@ -1,10 +1,8 @@
 //! The store under a semaphore's permits: the lock's seam, on a set of holders.
 
-use std::time::Duration;
-
 use redis::Script;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::key::LockKey;
 use crate::lease::Ttl;
 use crate::scripts;
@@ -114,23 +112,9 @@ impl LockStore for PermitStore {
         // With `with_wait_replicas`, replicas confirm the grant as a lock's: a
         // failover must not forget permits and hand out more than N.
         let (reply, replicas) = self.inner.run_confirmed(&call, key).await?;
-        let (taken, value, _, fourth, lease_end): (i64, i64, Option<String>, u64, u64) = reply;
-        if taken == 1 {
-            if let Err(too_few) = self.inner.confirmed(key, replicas) {
-                let leaving = request.queue_lease.map(|_| request.ttl);
-                return match self.release(key, owner, leaving).await {
-                    Ok(_) => Err(too_few),
-                    Err(undo) => Err(Error::grant_not_undone(self.inner.node(), &undo)),
-                };
-            }
-            let won = Attempt::acquired(u64::try_from(value).unwrap_or(0), fourth);
-            return Ok(match replicas {
-                Some(confirmed) => won.confirmed_by(confirmed),
-                None => won,
-            });
-        }
-        let pttl = u64::try_from(value).ok().map(Duration::from_millis);
-        Ok(Attempt::busy(pttl, None).queued_at(fourth, lease_end))
+        self.inner
+            .attempt_from(self, key, (owner, request), reply, replicas)
+            .await
     }
 
     async fn release(

@@ -52,6 +52,10 @@ pub struct RedisStore {
     dedicated: Dedicated,
 }
 
+/// A grant script's reply: taken (1/0), the fence or the lease left, the holder,
+/// others queued or the fence floor, the waiter lease's end.
+pub(crate) type GrantReply = (i64, i64, Option<String>, u64, u64);
+
 /// `WAIT replicas timeout` after every grant and renewal, in the same round trip.
 #[derive(Clone)]
 struct Replication {
@@ -391,6 +395,38 @@ impl RedisStore {
         }
     }
 
+    /// What a grant script's reply `{taken, fence or pttl, holder, fourth,
+    /// lease end}` (see `scripts/lock/grant.lua`) means, given what the replicas
+    /// confirmed. A grant too few replicas confirmed is undone through `store`'s
+    /// own release (a lock's or a semaphore's, which knows its keys).
+    pub(crate) async fn attempt_from<S: LockStore>(
+        &self,
+        store: &S,
+        key: &LockKey,
+        (owner, request): (&OwnerToken, AcquireRequest),
+        reply: GrantReply,
+        replicas: Option<u32>,
+    ) -> Result<Attempt> {
+        let (taken, value, holder, fourth, waiter_lease_end) = reply;
+        if taken != 1 {
+            let pttl = u64::try_from(value).ok().map(Duration::from_millis);
+            return Ok(Attempt::busy(pttl, holder).queued_at(fourth, waiter_lease_end));
+        }
+        if let Err(too_few) = self.confirmed(key, replicas) {
+            let leaving = request.queue_lease.map(|_| request.ttl);
+            return match store.release(key, owner, leaving).await {
+                Ok(_) => Err(too_few),
+                // Still held, maybe: an outcome the caller's hold must undo.
+                Err(undo) => Err(Error::grant_not_undone(&self.node, &undo)),
+            };
+        }
+        let won = Attempt::acquired(u64::try_from(value).unwrap_or(0), fourth);
+        Ok(match replicas {
+            Some(confirmed) => won.confirmed_by(confirmed),
+            None => won,
+        })
+    }
+
     /// The server's address, as shown in errors (never with credentials).
     ///
     /// ```no_run
@@ -492,25 +528,8 @@ impl LockStore for RedisStore {
         }
         // The fourth: others queued (granted), or the fence floor (refused).
         let (reply, replicas) = self.run_confirmed(&call, key).await?;
-        let (taken, value, holder, fourth, waiter_lease_end): (i64, i64, Option<String>, u64, u64) =
-            reply;
-        if taken == 1 {
-            if let Err(too_few) = self.confirmed(key, replicas) {
-                let leaving = request.queue_lease.map(|_| request.ttl);
-                return match self.release(key, owner, leaving).await {
-                    Ok(_) => Err(too_few),
-                    // Still held, maybe: an outcome the caller's hold must undo.
-                    Err(undo) => Err(Error::grant_not_undone(&self.node, &undo)),
-                };
-            }
-            let won = Attempt::acquired(u64::try_from(value).unwrap_or(0), fourth);
-            return Ok(match replicas {
-                Some(confirmed) => won.confirmed_by(confirmed),
-                None => won,
-            });
-        }
-        let pttl = u64::try_from(value).ok().map(Duration::from_millis);
-        Ok(Attempt::busy(pttl, holder).queued_at(fourth, waiter_lease_end))
+        self.attempt_from(self, key, (owner, request), reply, replicas)
+            .await
     }
 
     async fn release(
