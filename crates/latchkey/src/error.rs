@@ -337,12 +337,15 @@ impl Error {
     }
 
     /// EXEC refused a transaction whole (EXECABORT): nothing ran.
-    pub(crate) fn exec_refused(node: &str) -> Self {
+    pub(crate) fn exec_refused(node: &str, error: &RedisError) -> Self {
         Error::Redis {
             node: node.to_owned(),
             source: Cause(RedisError::from((
                 ErrorKind::Server(ServerErrorKind::ExecAbort),
-                "EXEC refused the transaction whole (a write was rejected when queued: a read-only replica after a failover?); nothing ran",
+                "EXEC refused the transaction",
+                format!(
+                    "EXEC refused the transaction whole, nothing ran (a write rejected when queued: a read-only replica after a failover?): {error}"
+                ),
             ))),
         }
     }

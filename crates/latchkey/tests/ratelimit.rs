@@ -296,3 +296,23 @@ fn every_key_expires(server: &RedisServer) {
         assert!(pttl > 0, "{key} has no expiry ({pttl})");
     }
 }
+
+#[tokio::test]
+async fn a_sliding_window_that_lost_its_tally_counts_from_its_log() {
+    let (server, client) = common::start().await;
+    let policy = Policy::sliding_window(5, Duration::from_secs(60)).unwrap();
+    let limiter = client.rate_limiter("lost", policy).unwrap();
+    assert!(limiter.check(2).await.unwrap().allowed);
+    assert!(limiter.check(1).await.unwrap().allowed);
+    let mut conn = common::connect(&server.url()).await;
+    let _: () = conn.del("{lost}:lk:tally").await.unwrap();
+    assert_eq!(limiter.peek().await.unwrap().remaining, 2);
+    let third = limiter.check(1).await.unwrap();
+    assert!(third.allowed);
+    assert_eq!(third.remaining, 1);
+    let logged: u64 = conn.zcard("{lost}:lk:log").await.unwrap();
+    assert_eq!(logged, 3, "a new entry overwrote an old one");
+    let denied = limiter.check(2).await.unwrap();
+    assert!(!denied.allowed);
+    assert!(denied.retry_after.unwrap() > Duration::from_secs(50));
+}

@@ -283,23 +283,48 @@ async fn a_failed_command_inside_exec_says_the_writes_ran() {
     let (server, client) = common::start().await;
     let mut admin = common::connect(&server.url()).await;
     let _: () = admin.lpush("{w}:list", "x").await.unwrap();
-    let outcome: latchkey::Result<Option<((), i64)>> = client
-        .transaction(&["{w}:n", "{w}:list"])
+    let tx = client.transaction(&["{w}:n", "{w}:list"]).unwrap();
+    // Whether the failing write's reply is wanted or ignored.
+    for ignored in [false, true] {
+        let outcome: latchkey::Result<Option<Vec<i64>>> = tx
+            .run(|_| async move {
+                let mut writes = redis::pipe();
+                writes.incr("{w}:n", 7).incr("{w}:list", 1);
+                if ignored {
+                    writes.ignore();
+                }
+                Ok(Some(writes))
+            })
+            .await;
+        let error = outcome.unwrap_err();
+        assert!(error.to_string().contains("the transaction ran"), "{error}");
+        assert!(!error.is_transient());
+    }
+    let n: i64 = admin.get("{w}:n").await.unwrap();
+    assert_eq!(
+        n, 14,
+        "the first write of each should be in: Redis does not roll back"
+    );
+}
+
+#[tokio::test]
+async fn a_write_refused_when_queued_runs_nothing() {
+    let (server, client) = common::start().await;
+    let mut admin = common::connect(&server.url()).await;
+    let outcome: latchkey::Result<Option<()>> = client
+        .transaction(&["{q}:n"])
         .unwrap()
         .run(|_| async {
             let mut writes = redis::pipe();
-            writes.set("{w}:n", 7).incr("{w}:list", 1);
+            // A wrong number of arguments is refused when queued: EXECABORT.
+            writes.set("{q}:n", 1).ignore().cmd("INCR").ignore();
             Ok(Some(writes))
         })
         .await;
     let error = outcome.unwrap_err();
-    assert!(error.to_string().contains("the transaction ran"), "{error}");
-    assert!(!error.is_transient());
-    let n: i64 = admin.get("{w}:n").await.unwrap();
-    assert_eq!(
-        n, 7,
-        "the first write should be in: Redis does not roll back"
-    );
+    assert!(error.to_string().contains("nothing ran"), "{error}");
+    let n: Option<i64> = admin.get("{q}:n").await.unwrap();
+    assert_eq!(n, None, "a write of a refused transaction ran");
 }
 
 #[tokio::test]

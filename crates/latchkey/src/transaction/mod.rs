@@ -11,6 +11,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{FromRedisValue, Pipeline, Value};
 
 pub use reads::Reads;
+use reads::is_broken;
 use retry::Retry;
 
 use crate::error::{Error, Result};
@@ -236,15 +237,9 @@ impl Transaction {
             Ok(None) => return self.unwatch(conn, Attempted::Done(None)).await,
             Err(error) => return self.unwatch(conn, ()).await.and(Err(error)),
         };
-        // Errors come back as values, so one that a write met inside EXEC (which
-        // ran the others) is told apart from one that stopped the EXEC.
-        let sent = writes.atomic().ignore_errors().query_async(&mut conn).await;
-        let reply: Value = match sent {
+        let reply: Value = match writes.atomic().query_async(&mut conn).await {
             Ok(reply) => reply,
-            Err(error) => {
-                self.store.forget_dedicated();
-                return Err(self.exec_failed(error));
-            }
+            Err(error) => return Err(self.exec_failed(conn, error)),
         };
         self.store.give_back(conn);
         if matches!(reply, Value::Nil) {
@@ -252,27 +247,39 @@ impl Transaction {
             self.check_held(None).await?;
             return Ok(Attempted::Conflict);
         }
-        // EXEC ran: from here on, an error must not read as "nothing happened".
-        if let Value::Array(replies) = &reply
-            && let Some(failed) = replies.iter().find(|r| matches!(r, Value::ServerError(_)))
-        {
-            return Err(Error::committed(self.store.node(), &format!("{failed:?}")));
-        }
         match T::from_redis_value(reply) {
             Ok(replies) => Ok(Attempted::Done(Some(replies))),
+            // EXEC ran: an error now must not read as "nothing happened".
             Err(error) => Err(Error::committed(self.store.node(), &error)),
         }
     }
 
-    /// What a failed EXEC round trip means. No answer: it may have run, and is
-    /// never tried again blindly ([`Error::Unreachable`]). EXEC itself refused
-    /// (EXECABORT: the server would not queue a write, e.g. a primary demoted by a
-    /// failover): nothing ran.
-    fn exec_failed(&self, error: redis::RedisError) -> Error {
-        if error.kind() == redis::ErrorKind::UnexpectedReturnType {
-            return Error::exec_refused(self.store.node());
+    /// What a failed EXEC round trip means:
+    /// - no answer (I/O, timeout): it may have run, and is never tried again
+    ///   blindly ([`Error::Unreachable`]); the idle connections go too;
+    /// - EXEC refused whole (EXECABORT: a write was rejected when queued, e.g. by a
+    ///   primary demoted in a failover): nothing ran;
+    /// - anything else came after EXEC answered: a write failed inside it (ignored
+    ///   or not, the others ran; Redis rolls nothing back), or the replies did not
+    ///   convert: the writes are in.
+    fn exec_failed(&self, conn: MultiplexedConnection, error: redis::RedisError) -> Error {
+        if is_broken(&error) {
+            self.store.forget_dedicated();
+            return self.store.error(error, &self.keys[0]);
         }
-        self.store.error(error, &self.keys[0])
+        self.store.give_back(conn);
+        let refused = matches!(
+            error.kind(),
+            redis::ErrorKind::Server(redis::ServerErrorKind::ExecAbort)
+                | redis::ErrorKind::UnexpectedReturnType
+        );
+        match refused {
+            true => {
+                self.store.forget_dedicated();
+                Error::exec_refused(self.store.node(), &error)
+            }
+            false => Error::committed(self.store.node(), &error),
+        }
     }
 
     /// An attempt whose connection broke before EXEC was sent: the idle

@@ -27,27 +27,36 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local gone_until = now - window_us
 
--- The cost a member carries, after its sequence number.
-local function cost_of(member)
-  return tonumber(string.match(member, ':(%d+)$'))
+-- A member's sequence number and cost.
+local function seq_and_cost(member)
+  local seq, cost = string.match(member, '^(%d+):(%d+)$')
+  return tonumber(seq), tonumber(cost)
 end
 
--- The cost in the log: the tally, or (if the tally was lost: evicted, deleted) the
--- sum over the log itself.
+local function cost_of(member)
+  local _, cost = seq_and_cost(member)
+  return cost
+end
+
+-- The cost in the log: the tally, or (if the tally was lost: evicted, deleted, or
+-- not a number) the sum over the log itself, with the last sequence number used
+-- there (nil when the tally is intact).
 local function logged()
-  local total = redis.call('HGET', KEYS[2], 'total')
+  local total = tonumber(redis.call('HGET', KEYS[2], 'total') or '')
   if total then
-    return tonumber(total)
+    return total, nil
   end
-  local sum = 0
+  local sum, last_seq = 0, 0
   for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-    sum = sum + cost_of(member)
+    local seq, cost = seq_and_cost(member)
+    sum = sum + cost
+    last_seq = math.max(last_seq, seq)
   end
-  return sum
+  return sum, last_seq
 end
 
 -- The cost in the window: the log less the entries that left it.
-local total = logged()
+local total, recounted_seq = logged()
 local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', gone_until)
 for _, member in ipairs(gone) do
   total = total - cost_of(member)
@@ -66,8 +75,10 @@ if total + cost > limit then
   -- Walk the oldest live entries until enough cost has left. Each costs at least
   -- 1, so at most `total + cost - limit` (≤ cost) members are read.
   local short = total + cost - limit
-  local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. gone_until, '+inf', 'WITHSCORES', 'LIMIT', 0, short)
-  local freed, retry = 0, 0
+  -- string.format: '..' would print the µs in floating point (%.14g) and move
+  -- the bound by up to 100 µs.
+  local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], string.format('(%d', gone_until), '+inf', 'WITHSCORES', 'LIMIT', 0, short)
+  local freed, retry = 0, window_us
   for i = 1, #oldest, 2 do
     freed = freed + cost_of(oldest[i])
     retry = tonumber(oldest[i + 1]) + window_us - now
@@ -75,13 +86,19 @@ if total + cost > limit then
       break
     end
   end
-  return {0, limit - total, retry, empty_in()}
+  -- Never "retry now" on a refusal: a log that disagrees with its tally waits a
+  -- window (retry starts at window_us and only comes down when enough will leave).
+  return {0, limit - total, math.max(retry, 1), empty_in()}
 end
 
 if not consume then
   return {1, limit - total, -1, empty_in()}
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', gone_until)
+if recounted_seq then
+  -- A lost tally: go on after the log's own numbers, so no member is overwritten.
+  redis.call('HSET', KEYS[2], 'seq', string.format('%d', recounted_seq))
+end
 local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
 -- The cost goes in as the caller's digits: a Lua number above 10^14 would be
 -- printed in floating point, and cost_of could not read it back.

@@ -17,10 +17,8 @@ local _, now = server_time()
 local function weight_of(member)
   return tonumber(string.match(member, '^(%d+)%*'))
 end
-local total = redis.call('GET', used)
-if total then
-  total = tonumber(total)
-else
+local total = tonumber(redis.call('GET', used) or '')
+if not total then
   total = 0
   for _, member in ipairs(redis.call('ZRANGE', holders, 0, -1)) do
     total = total + weight_of(member)
@@ -30,7 +28,7 @@ for _, member in ipairs(redis.call('ZRANGEBYSCORE', holders, '-inf', now)) do
   total = total - weight_of(member)
 end
 
-local live = redis.call('ZRANGEBYSCORE', holders, '(' .. now, '+inf', 'LIMIT', 0, 1)
+local live = redis.call('ZRANGEBYSCORE', holders, string.format('(%d', now), '+inf', 'LIMIT', 0, 1)
 local mine = 0
 if token ~= '' then
   local ends = redis.call('ZSCORE', holders, token)

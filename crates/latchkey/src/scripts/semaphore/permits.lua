@@ -24,12 +24,13 @@ end
 -- The weight of every member of the holders set (live, or ended and not yet
 -- dropped) is kept beside it in `used`, so that no call reads every holder (a
 -- read-write lock may have thousands of readers). If `used` was lost (evicted,
--- deleted), it is counted again from the set, once.
+-- deleted, overwritten with something that is not a number), it is counted again
+-- from the set, once. Read it before a script's first write: GET raises WRONGTYPE.
 -- Returns the sum, and whether it was stored.
 local function weight_sum(holders, used)
-  local sum = redis.call('GET', used)
+  local sum = tonumber(redis.call('GET', used) or '')
   if sum then
-    return tonumber(sum), true
+    return sum, true
   end
   local total = 0
   for _, member in ipairs(redis.call('ZRANGE', holders, 0, -1)) do

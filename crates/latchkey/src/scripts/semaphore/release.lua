@@ -21,11 +21,11 @@ local token = weighed(ARGV[2], owner)
 check_queue(queue, leases)
 local last, us = before_grant(fence_key)
 local now = math.floor(us / 1000)
+local total = weight_sum(holders, used_key)
 if leaving ~= '' then
   leave_queue(queue, leases, queue_member('f', leaving, token))
 end
 local lease_end = tonumber(redis.call('ZSCORE', holders, token) or 0)
-local total = weight_sum(holders, used_key)
 if redis.call('ZREM', holders, token) == 1 then
   store_used(used_key, total - weight, math.max(redis.call('PTTL', holders), 1))
 end
