@@ -4,6 +4,7 @@ mod store;
 
 use std::time::Duration;
 
+use store::Look;
 pub use store::PermitStore;
 
 use crate::error::{Error, Result};
@@ -202,9 +203,7 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn available(&self) -> Result<u64> {
-        let store = PermitStore::new(self.store.clone(), self.permits, 1);
-        let look = store.look(&self.key, "").await?;
-        Ok(self.permits.saturating_sub(look.used))
+        Ok(self.permits.saturating_sub(self.look().await?.used))
     }
 
     /// Waiters in line now.
@@ -219,8 +218,13 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn waiting(&self) -> Result<u64> {
+        Ok(self.look().await?.waiting)
+    }
+
+    /// One read-only look at the holders and the line.
+    async fn look(&self) -> Result<Look> {
         let store = PermitStore::new(self.store.clone(), self.permits, 1);
-        Ok(store.look(&self.key, "").await?.waiting)
+        store.look(&self.key, "").await
     }
 
     /// The lock-shaped handle for one acquisition of `weight`.
