@@ -44,7 +44,7 @@ pub struct MutexGuard<S: Pass + WakeUps = RedisStore> {
 impl<S: Pass + WakeUps> MutexGuard<S> {
     pub(crate) fn new(won: Won<S>, lease: Lease) -> Self {
         let Won {
-            hold,
+            mut hold,
             fence,
             valid_until,
             top_up,
@@ -58,8 +58,9 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
             (false, true) => Some(Renewals::TopUpOnce),
             (false, false) => None,
         };
+        hold.lease = Some(state.clone());
         let watchdog =
-            renewals.and_then(|renewals| watchdog::spawn(&hold, state.clone(), renewals));
+            renewals.and_then(|renewals| watchdog::spawn(&mut hold, state.clone(), renewals));
         MutexGuard {
             held: Arc::new(Held {
                 watchdog,

@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use super::local::{LocalLocks, Passed, Turn};
 use super::release_on_drop::ReleaseOnDrop;
 use crate::key::LockKey;
+use crate::lease::Ttl;
 use crate::store::{Pass, WakeUps};
 use crate::token::OwnerToken;
 
@@ -24,6 +25,8 @@ pub(crate) struct LocalTurn<S: Pass + WakeUps> {
     key: LockKey,
     owner: OwnerToken,
     local: LocalLocks,
+    /// The lease this waiter asked for, which a lock passed to it has.
+    ttl: Ttl,
 }
 
 impl<S: Pass + WakeUps> LocalTurn<S> {
@@ -33,6 +36,7 @@ impl<S: Pass + WakeUps> LocalTurn<S> {
         key: &LockKey,
         owner: &OwnerToken,
         local: &LocalLocks,
+        ttl: Ttl,
     ) -> Self {
         LocalTurn {
             turn: Some(turn),
@@ -40,6 +44,7 @@ impl<S: Pass + WakeUps> LocalTurn<S> {
             key: key.clone(),
             owner: owner.clone(),
             local: local.clone(),
+            ttl,
         }
     }
 
@@ -73,6 +78,7 @@ impl<S: Pass + WakeUps> Drop for LocalTurn<S> {
             self.key.clone(),
             self.owner.clone(),
             local,
+            self.ttl,
         ));
     }
 }

@@ -8,22 +8,37 @@
 //! otherwise. Dropping the hold in any state but [`HoldState::Clear`] runs the same
 //! release in a task on the runtime the lock was taken on: it never blocks the
 //! executor. Commands on one connection run in order, so it lands after any acquire
-//! still in flight on that connection. The user-facing account is the crate docs'
-//! `# Cancel safety` section.
+//! still in flight on that connection.
+//!
+//! A release is retried on transient failures (a connection reset, a reply that
+//! timed out, a server still loading its data), each time on a fresh connection,
+//! with capped backoff, until it succeeds or what it would free has surely ended on
+//! its own: the lease, or the waiter lease. The user-facing account is the crate
+//! docs' `# Cancel safety` and `# Under faults` sections.
 
-use std::time::Instant;
-
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 use tokio_util::task::TaskTracker;
 
+use super::backoff::Backoff;
+use super::held::LeaseState;
 use super::local::{LocalLocks, Turn};
+use super::watchdog::Stopper;
 use crate::error::Result;
 use crate::key::LockKey;
 use crate::lease::Ttl;
-use crate::store::{Pass, WakeUps};
+use crate::store::{Pass, RESPONSE_TIMEOUT, WakeUps};
 use crate::token::OwnerToken;
+
+/// Pauses between tries of a release that failed: from 10 ms doubling to 250 ms, so
+/// a release is done within a quarter of a second of Redis answering again.
+const RETRY_FIRST: Duration = Duration::from_millis(10);
+const RETRY_CAP: Duration = Duration::from_millis(250);
+/// How long an explicit [`release`](ReleaseOnDrop::release) keeps trying before it
+/// reports the failure (tries go on in the background until the lease ends).
+const FOREGROUND_PATIENCE: Duration = Duration::from_secs(3);
 
 /// What an owner may have in Redis, hence what giving up must undo.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,12 +66,21 @@ pub(crate) struct ReleaseOnDrop<S: Pass + WakeUps> {
     /// goes ahead of them, which `LocalLocks::pass_ahead` bounds; past the bound the
     /// release goes straight to Redis.
     pub(crate) others_queued: bool,
+    /// The longest lease any request of this owner asked for (a lock, or a place in
+    /// the queue): nothing of ours outlives it by much, so retries stop after it.
+    pub(crate) ttl: Ttl,
+    /// The guard's lease, once there is a guard: retries of a held lock's release
+    /// stop when it has surely ended.
+    pub(crate) lease: Option<Arc<LeaseState>>,
+    /// The guard's watchdog: a release stops it and waits out a renewal in flight.
+    pub(crate) stopper: Option<Stopper>,
     runtime: Option<Handle>,
 }
 
 impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
-    /// A clear hold; set [`state`](Self::state) before anything may set the lock.
-    pub(crate) fn new(store: S, key: LockKey, owner: OwnerToken) -> Self {
+    /// A clear hold whose requests ask for leases of at most `ttl`; set
+    /// [`state`](Self::state) before anything may set the lock.
+    pub(crate) fn new(store: S, key: LockKey, owner: OwnerToken, ttl: Ttl) -> Self {
         ReleaseOnDrop {
             store,
             key,
@@ -64,18 +88,23 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             state: HoldState::Clear,
             local: None,
             others_queued: false,
+            ttl,
+            lease: None,
+            stopper: None,
             runtime: Handle::try_current().ok(),
         }
     }
 
-    /// A hold on a lock that is ours, passed on to `local`'s waiters when released.
+    /// A hold on a lock that is ours for at most `ttl`, passed on to `local`'s
+    /// waiters when released.
     pub(crate) fn held(
         store: S,
         key: LockKey,
         owner: OwnerToken,
         local: Option<LocalLocks>,
+        ttl: Ttl,
     ) -> Self {
-        let mut hold = Self::new(store, key, owner);
+        let mut hold = Self::new(store, key, owner, ttl);
         hold.state = HoldState::Held;
         hold.local = local;
         hold
@@ -89,9 +118,55 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
     }
 
     /// Passes the lock to a local waiter, or releases it in Redis; clear once done.
-    /// Returns whether the lock was ours. On error the state stays, so dropping the
-    /// hold tries again.
+    /// Returns whether the lock was ours. Transient failures are retried for up to
+    /// [`FOREGROUND_PATIENCE`] while the lease lasts; on error the state stays, so
+    /// dropping the hold goes on trying in the background.
     pub(crate) async fn release(&mut self) -> Result<bool> {
+        let patience = Instant::now() + FOREGROUND_PATIENCE;
+        self.release_until(Some(patience)).await
+    }
+
+    /// Stops the watchdog (waiting out a renewal in flight), then releases, trying
+    /// again on transient failures until it succeeds, `give_up_at` passes, or what
+    /// it would free has surely ended on its own.
+    async fn release_until(&mut self, give_up_at: Option<Instant>) -> Result<bool> {
+        if let Some(stopper) = self.stopper.take() {
+            stopper.stop().await;
+        }
+        let ended = self.surely_ended_by();
+        let give_up_at = give_up_at.map_or(ended, |at| at.min(ended));
+        let mut backoff = Backoff::new(RETRY_FIRST, RETRY_CAP);
+        loop {
+            let error = match self.release_once().await {
+                Ok(released) => return Ok(released),
+                Err(error) => error,
+            };
+            let pause = backoff.next_pause(None);
+            if !error.is_transient() || Instant::now() + pause >= give_up_at {
+                return Err(error);
+            }
+            tracing::debug!(key = %self.key, %error, "release failed; trying again on a fresh connection");
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// When whatever this owner may hold has surely ended by itself: a held lock's
+    /// lease (the reply that last set it came within the reply timeout of its
+    /// sending, and Redis's clock may run a little slow), else the longest lease a
+    /// request in flight or a place in the queue may have.
+    fn surely_ended_by(&self) -> Instant {
+        let now = Instant::now();
+        let by_lease = self
+            .lease
+            .as_ref()
+            .filter(|_| self.state == HoldState::Held)
+            .map(|lease| lease.valid_until() + lease.ttl.drift() * 2 + RESPONSE_TIMEOUT);
+        let by_ttl = now + self.ttl.as_duration() + self.ttl.drift() + RESPONSE_TIMEOUT;
+        by_lease.unwrap_or(by_ttl).max(now)
+    }
+
+    /// One try: a pass to a local waiter, or the release in Redis.
+    async fn release_once(&mut self) -> Result<bool> {
         let leaving = match self.state {
             HoldState::Clear => return Ok(false),
             HoldState::Queued(ttl) => Some(ttl),
@@ -160,6 +235,9 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             state: std::mem::replace(&mut self.state, HoldState::Clear),
             local: self.local.take(),
             others_queued: self.others_queued,
+            ttl: self.ttl,
+            lease: self.lease.take(),
+            stopper: self.stopper.take(),
             runtime: None,
         }
     }
@@ -182,7 +260,7 @@ impl<S: Pass + WakeUps> Drop for ReleaseOnDrop<S> {
         // A runtime that is shutting down drops the task instead of running it; the
         // lease then ends on its own. Spawning itself never panics.
         background().spawn_on(async move {
-            match hold.release().await {
+            match hold.release_until(None).await {
                 Ok(released) => tracing::debug!(key = %hold.key, released, "released a dropped lock"),
                 Err(error) => {
                     hold.state = HoldState::Clear;
@@ -256,8 +334,10 @@ mod tests {
     #[derive(Clone, Default)]
     struct Recording {
         calls: Arc<Mutex<Vec<Call>>>,
-        /// Releases that fail (Redis unreachable) before one succeeds.
+        /// Releases that fail (a bad argument: not worth another try) before one succeeds.
         failures: Arc<Mutex<usize>>,
+        /// Releases that fail as a reset connection does (worth another try).
+        resets: Arc<Mutex<usize>>,
         /// A local waiter that leaves while the first pass is in flight.
         leaves_during_pass: Arc<Mutex<Option<tokio::sync::oneshot::Receiver<Turn>>>>,
     }
@@ -300,6 +380,11 @@ mod tests {
                 owner: owner.clone(),
                 leaving,
             });
+            let mut resets = self.resets.lock().unwrap();
+            if *resets > 0 {
+                *resets -= 1;
+                return Err(Error::no_reply("recording"));
+            }
             let mut failures = self.failures.lock().unwrap();
             if *failures > 0 {
                 *failures -= 1;
@@ -337,7 +422,8 @@ mod tests {
 
     fn hold(store: &Recording, state: HoldState) -> ReleaseOnDrop<Recording> {
         let key = LockKey::new(&Prefix::default(), "states").unwrap();
-        let mut hold = ReleaseOnDrop::new(store.clone(), key, OwnerToken::generate().unwrap());
+        let owner = OwnerToken::generate().unwrap();
+        let mut hold = ReleaseOnDrop::new(store.clone(), key, owner, Ttl::DEFAULT);
         hold.state = state;
         hold
     }
@@ -405,6 +491,54 @@ mod tests {
             ]
             .concat()
         );
+    }
+
+    #[tokio::test]
+    async fn a_release_that_meets_reset_connections_is_tried_again_until_it_lands() {
+        for state in [
+            HoldState::Trying,
+            HoldState::Queued(Ttl::DEFAULT),
+            HoldState::Held,
+        ] {
+            let store = Recording::default();
+            *store.resets.lock().unwrap() = 3;
+            let mut hold = hold(&store, state);
+            assert!(hold.release().await.unwrap(), "{state:?}");
+            let tries: Vec<Call> = (0..4).flat_map(|_| expected(state, &hold.owner)).collect();
+            assert_eq!(store.calls(), tries, "{state:?}");
+            assert_eq!(hold.state, HoldState::Clear);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dropped_hold_keeps_trying_in_the_background() {
+        let store = Recording::default();
+        *store.resets.lock().unwrap() = 5;
+        let hold = hold(&store, HoldState::Held);
+        drop(hold);
+        assert!(finish_background_releases(Duration::from_secs(5)).await);
+        assert_eq!(store.calls().len(), 6);
+        assert_eq!(*store.resets.lock().unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn retries_stop_once_the_lease_has_surely_ended() {
+        let store = Recording::default();
+        *store.resets.lock().unwrap() = usize::MAX;
+        let key = LockKey::new(&Prefix::default(), "short").unwrap();
+        let ttl = Ttl::new(Duration::from_millis(50)).unwrap();
+        let mut hold = ReleaseOnDrop::new(store.clone(), key, OwnerToken::generate().unwrap(), ttl);
+        hold.state = HoldState::Trying;
+        let started = Instant::now();
+        assert!(hold.release().await.is_err());
+        // The lease, its drift allowance and one reply timeout: then nothing is left.
+        assert!(
+            started.elapsed() < Duration::from_millis(1_300),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(store.calls().len() > 1);
+        assert_eq!(hold.state, HoldState::Trying);
     }
 
     #[tokio::test]

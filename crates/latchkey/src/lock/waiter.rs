@@ -137,9 +137,10 @@ async fn wait_for_local_pass<S: Pass + WakeUps>(
     let Some(turn) = local.wait_behind_holder(key, owner, wait.ttl) else {
         return Ok(to_redis);
     };
-    let mut turn = LocalTurn::new(turn, store, key, owner, local);
+    let mut turn = LocalTurn::new(turn, store, key, owner, local, wait.ttl);
     let won = |passed: Passed| {
-        let mut hold = ReleaseOnDrop::held(store.clone(), key.clone(), owner.clone(), None);
+        let mut hold =
+            ReleaseOnDrop::held(store.clone(), key.clone(), owner.clone(), None, wait.ttl);
         hold.others_queued = passed.others_queued;
         FromLocal::Passed(Won {
             hold,
@@ -194,7 +195,9 @@ async fn acquire_in_redis<S: Pass + WakeUps>(
     once: bool,
     likely_busy: bool,
 ) -> Result<Won<S>> {
-    let mut hold = ReleaseOnDrop::new(store.clone(), key.clone(), owner);
+    // A place in the queue may outlast the lock's lease: retries of leaving it too.
+    let longest = wait.ttl.max(wait.waiter_lease);
+    let mut hold = ReleaseOnDrop::new(store.clone(), key.clone(), owner, longest);
     let mut request = AcquireRequest {
         ttl: wait.ttl,
         fair: wait.fair,

@@ -4,13 +4,15 @@
 //! left of the waiter lease first after a third of that; a fixed lease is then
 //! extended just that once, to its full length). If an extend finds the lock no longer ours, or
 //! Redis does not answer before the lease would end, the `lost` signal fires at once
-//! and the watchdog stops. The task ends the moment its guard is released or dropped.
+//! and the watchdog stops. No renewal starts once its guard is released or dropped,
+//! and the release waits for one already in flight (see [`Stopper`]).
 //! The user-facing account is the crate docs' `# Leases` section.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::runtime::Handle;
+use tokio::sync::Mutex as AsyncMutex;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::held::LeaseState;
@@ -31,25 +33,52 @@ pub(crate) enum Renewals {
     TopUpOnce,
 }
 
-/// Starts renewing the lease of `hold`. Returns the guard that stops it, or `None`
+/// Starts renewing the lease of `hold`, and gives `hold` the [`Stopper`] its release
+/// waits on. Returns the guard that stops the renewals when dropped, or `None`
 /// outside a runtime (then nothing renews the lease).
 pub(crate) fn spawn<S: Pass + WakeUps>(
-    hold: &ReleaseOnDrop<S>,
+    hold: &mut ReleaseOnDrop<S>,
     lease: Arc<LeaseState>,
     renewals: Renewals,
 ) -> Option<DropGuard> {
     let runtime = Handle::try_current().ok()?;
-    let stop = CancellationToken::new();
+    let stopper = Stopper {
+        stop: CancellationToken::new(),
+        renewing: Arc::new(AsyncMutex::new(())),
+    };
     let watchdog = Watchdog {
         store: hold.store.clone(),
         key: hold.key.clone(),
         owner: hold.owner.clone(),
         lease,
-        stop: stop.clone(),
+        stopper: stopper.clone(),
         renewals,
     };
     runtime.spawn(watchdog.run());
+    let stop = stopper.stop.clone();
+    hold.stopper = Some(stopper);
     Some(stop.drop_guard())
+}
+
+/// Stops a watchdog for good. A renewal already sent is not cut off (on a quorum it
+/// may be between rounds, with a take-back still to send): [`stop`](Self::stop)
+/// waits for it to end, so a release sent afterwards can never be followed by a
+/// renewal that recreates the lock.
+#[derive(Clone, Debug)]
+pub(crate) struct Stopper {
+    stop: CancellationToken,
+    /// Held by the watchdog for the whole of each renewal.
+    renewing: Arc<AsyncMutex<()>>,
+}
+
+impl Stopper {
+    /// Stops the renewals; once this returns, none is in flight and none will start.
+    /// A renewal ends within its own deadline (the reply timeout, or a quorum's
+    /// per-node deadlines), so this waits at most that long.
+    pub(crate) async fn stop(&self) {
+        self.stop.cancel();
+        drop(self.renewing.lock().await);
+    }
 }
 
 struct Watchdog<S: Pass + WakeUps> {
@@ -57,7 +86,7 @@ struct Watchdog<S: Pass + WakeUps> {
     key: LockKey,
     owner: OwnerToken,
     lease: Arc<LeaseState>,
-    stop: CancellationToken,
+    stopper: Stopper,
     renewals: Renewals,
 }
 
@@ -77,10 +106,12 @@ impl<S: Pass + WakeUps> Watchdog<S> {
                 .checked_add(pause)
                 .map_or(until, |at| at.min(until));
             tokio::select! {
-                () = self.stop.cancelled() => return,
+                () = self.stopper.stop.cancelled() => return,
                 () = tokio::time::sleep_until(wake.into()) => {}
             }
-            if self.stop.is_cancelled() {
+            // Held through the renewal: a release waits for it (see `Stopper`).
+            let _renewing = self.stopper.renewing.lock().await;
+            if self.stopper.stop.is_cancelled() {
                 return;
             }
             if self.lease.validity().is_zero() {
