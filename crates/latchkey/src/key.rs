@@ -10,9 +10,9 @@ const MAX_NAME_LEN: usize = 1024;
 /// Longest prefix accepted, in bytes.
 const MAX_PREFIX_LEN: usize = 256;
 /// Suffixes of companion keys; a lock name may not end with one.
-const COMPANION_KINDS: [&str; 12] = [
+const COMPANION_KINDS: [&str; 13] = [
     "fence", "queue", "leases", "wake", "rate", "cooldown", "log", "tally", "gcra", "sem", "rw",
-    "used",
+    "used", "ended",
 ];
 
 /// A validated key prefix, prepended to every lock name of a client.
@@ -84,6 +84,7 @@ impl Prefix {
 /// | `queue` | the wait queue: a sorted set of waiters by arrival |
 /// | `leases` | the waiters' leases: when each counts as dead |
 /// | `wake` | the pub/sub channel on which a waiter hears that it is next |
+/// | `ended` | on a [quorum](crate::quorum), the values released lately, which a late request may not set again |
 /// | `rate`, `cooldown`, `log`, `tally`, `gcra` | a [rate limiter](crate::ratelimit)'s state, one kind per algorithm |
 /// | `sem`, `rw` | a [semaphore](crate::Semaphore)'s or [read-write lock](crate::RwLock)'s holders, with companions of their own (`{N}:lk:sem:lk:fence`, `{N}:lk:sem:lk:used`: the weight held …) |
 ///

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use common::turns::{self, Holds, Turns};
 use latchkey::quorum::{NodeAnswer, QuorumStore};
 use latchkey::{Client, Error, Fairness, Lease};
-use latchkey_testkit::RedisServer;
+use latchkey_testkit::{FaultProxy, RedisServer};
 use redis::Commands;
 
 /// Five fresh masters.
@@ -347,4 +347,117 @@ async fn an_extend_after_the_lease_ran_out_takes_nothing_back() {
     let other = quorum(&servers).await;
     let taken = other.mutex("late").unwrap().try_lock().await.unwrap();
     assert!(taken.release().await.unwrap());
+}
+
+/// Which of `servers` hold `key` now.
+fn holding(servers: &[RedisServer], key: &str) -> Vec<usize> {
+    (0..servers.len())
+        .filter(|&i| {
+            let value: Option<String> = servers[i].connection().unwrap().get(key).unwrap();
+            value.is_some()
+        })
+        .collect()
+}
+
+/// Issue "Holds that end cleanly", item 2: a renewal in flight when the guard is
+/// released must not take the lock back afterwards. Each round releases just as a
+/// renewal is due; in every other round the masters lost their scripts first, so
+/// the renewal takes three round trips (NOSCRIPT, SCRIPT LOAD, EVALSHA). Once
+/// `release` returned, no master may hold the lock again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_in_flight_at_release_never_brings_the_lock_back() {
+    let servers = masters(3);
+    // 15 ms each way: a renewal is in flight for most of the time around its due
+    // moment, and the three round trips of a script reload leave room for the
+    // release's own to overtake it.
+    let proxies: Vec<FaultProxy> = servers
+        .iter()
+        .map(|s| FaultProxy::start(s.port()).unwrap())
+        .collect();
+    for proxy in &proxies {
+        proxy.set_latency(Duration::from_millis(15), Duration::from_millis(15));
+    }
+    let proxied: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
+    let store = QuorumStore::open(&proxied)
+        .await
+        .unwrap()
+        .with_node_deadline(Duration::from_millis(150))
+        .unwrap();
+    let client = Client::with_store(store);
+    let mutex = client
+        .mutex("racing")
+        .unwrap()
+        .with_lease(Lease::renewed(Duration::from_millis(300)).unwrap());
+    for round in 0..24u64 {
+        let guard = mutex.lock_timeout(Duration::from_secs(5)).await.unwrap();
+        if round % 2 == 1 {
+            for server in &servers {
+                let _: () = redis::cmd("SCRIPT")
+                    .arg("FLUSH")
+                    .query(&mut server.connection().unwrap())
+                    .unwrap();
+            }
+        }
+        // Renewals are due every 100 ms: release while one is in flight.
+        tokio::time::sleep(Duration::from_millis(110 + (round * 7) % 40)).await;
+        assert!(guard.release().await.unwrap(), "round {round}");
+        let watched = Instant::now();
+        while watched.elapsed() < Duration::from_millis(150) {
+            let held = holding(&servers, "racing");
+            assert!(held.is_empty(), "round {round}: brought back on {held:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// Issue "Holds that end cleanly", item 3: an operator's `force_release` on a quorum
+/// is final: the holder's next renewal finds the lock gone on every master and
+/// its `lost()` fires, instead of taking every master back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_release_is_not_undone_by_the_holders_renewal() {
+    let servers = masters(3);
+    let client = quorum(&servers).await;
+    let guard = client
+        .mutex("broken")
+        .unwrap()
+        .with_lease(Lease::renewed(Duration::from_millis(600)).unwrap())
+        .lock()
+        .await
+        .unwrap();
+    let operator = quorum(&servers).await;
+    let was = operator.mutex("broken").unwrap().force_release().await.unwrap();
+    assert!(was.is_some(), "the lock was not held");
+    let lost = tokio::time::timeout(Duration::from_secs(2), guard.lost()).await;
+    assert!(lost.is_ok(), "the holder never learned its lock was broken");
+    assert_eq!(holding(&servers, "broken"), Vec::<usize>::new());
+    // Free for the next holder at once.
+    let next = operator.mutex("broken").unwrap().try_lock().await.unwrap();
+    assert!(next.release().await.unwrap());
+    assert!(!guard.release().await.unwrap());
+}
+
+/// A free master is taken back only after a majority renewed: with the lock gone
+/// from two of three masters (an operator deleted it there), the renewal does not
+/// take those two back; the lease is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minority_copy_is_not_enough_to_take_the_others_back() {
+    let servers = masters(3);
+    let client = quorum(&servers).await;
+    let guard = client
+        .mutex("minority")
+        .unwrap()
+        .with_lease(Lease::renewed(Duration::from_millis(600)).unwrap())
+        .lock()
+        .await
+        .unwrap();
+    for server in &servers[..2] {
+        let _: () = server.connection().unwrap().del("minority").unwrap();
+    }
+    let lost = tokio::time::timeout(Duration::from_secs(2), guard.lost()).await;
+    assert!(lost.is_ok(), "the lease survived on one master of three");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        holding(&servers, "minority").len() <= 1,
+        "taken back without a majority"
+    );
 }

@@ -42,9 +42,12 @@ where
     gather(nodes.len(), pending, settled).await
 }
 
-/// Like [`ask`], but each request runs in a task of its own, to completion (or its
-/// deadline) even after the round settled: for releases, which must reach every
-/// node however early the caller stops waiting.
+/// Like [`ask`], but each request runs in a task of its own, to completion even
+/// after the round settled or its deadline passed: for releases, which must reach
+/// every node however early the caller stops waiting. Only the waiting is cut off
+/// at the deadline; the request is still written (a request whose caller stopped
+/// waiting before the connection wrote it would otherwise be skipped), and its task
+/// ends with the connection's own reply timeout.
 pub(crate) async fn ask_detached<T, F, Fut>(
     nodes: &[RedisStore],
     asked: &[usize],
@@ -63,9 +66,12 @@ where
             let node = nodes[index].clone();
             let name = node.node().to_owned();
             let request = call(node);
-            let task = tokio::spawn(async move { within(deadline, &name, request).await });
-            // A task only fails to join if it panicked: the node counts as unanswered.
-            async move { (index, task.await.ok()) }
+            let task = tokio::spawn(request);
+            async move {
+                // A task only fails to join if it panicked: no reply from the node.
+                let joined = async { task.await.unwrap_or_else(|_| Err(Error::no_reply(&name))) };
+                (index, Some(within(deadline, &name, joined).await))
+            }
         })
         .collect();
     gather(nodes.len(), pending, settled).await

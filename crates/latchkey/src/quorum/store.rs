@@ -35,6 +35,9 @@ const CLOCK_STEP_US: u64 = 1_000_000;
 /// nodes' clocks (as after a restart that lost the data).
 const FENCE_MEMORY: Duration = Duration::from_secs(24 * 3600);
 
+/// The companion key of the values released lately (`scripts/quorum/ended.lua`).
+const ENDED: &str = "ended";
+
 const FAIR_REFUSED: &str = "a fair (FIFO) lock needs one queue, and a quorum of independent \
      masters has none: use a plain lock with the quorum, or a fair lock on one Redis deployment";
 
@@ -250,22 +253,17 @@ impl QuorumStore {
     /// (all of them, if fewer) answered: the requests to the others are sent all
     /// the same (each in a task of its own), and a stopped node runs its own when
     /// it wakes.
-    async fn release_on(
-        &self,
-        key: &LockKey,
-        value: &OwnerToken,
-        asked: &[usize],
-        deadline: Duration,
-    ) -> Answers<bool> {
+    async fn release_on(&self, key: &LockKey, hold: &Hold, asked: &[usize]) -> Answers<bool> {
         let majority = self.majority();
         let enough_answers = asked.len().min(majority);
+        let deadline = self.node_deadline(hold.ttl);
         round::ask_detached(
             &self.inner.nodes,
             asked,
             deadline,
             |node| {
-                let (key, value) = (key.clone(), value.clone());
-                async move { release(&node, &key, &value).await }
+                let (key, value, ttl) = (key.clone(), hold.value.clone(), hold.ttl);
+                async move { release(&node, &key, &value, ttl).await }
             },
             |answers| {
                 round::count(answers, |released| *released) >= majority
@@ -281,8 +279,7 @@ impl QuorumStore {
         let asked: Vec<usize> = (0..self.inner.nodes.len())
             .filter(|node| !busy.contains(node))
             .collect();
-        let deadline = self.node_deadline(hold.ttl);
-        let answers = self.release_on(key, &hold.value, &asked, deadline).await;
+        let answers = self.release_on(key, hold, &asked).await;
         if round::count(&answers, |_| true) < asked.len() {
             tracing::debug!(key = %key, "a failed quorum attempt was not undone on every node; it expires with its lease there");
         }
@@ -369,6 +366,40 @@ impl QuorumStore {
             .await;
         let confirmed = round::count(&answers, |held| *held);
         (confirmed >= needed, answers)
+    }
+
+    /// After an extend that a majority renewed, takes the lock back on the nodes that
+    /// answered free (restarted empty, or their copy ran out), so restarts do not
+    /// wear the majority down over a long hold; only while the renewal makes the
+    /// lock surely ours (`valid_until`). A node where the value was released since
+    /// refuses (`ended.lua`). What this round takes back does not count towards the
+    /// extend: it adds to the hold, it does not prove it.
+    async fn take_back(
+        &self,
+        key: &LockKey,
+        hold: &Hold,
+        ttl: Ttl,
+        answers: &Answers<i64>,
+        valid_until: Instant,
+    ) {
+        let free: Vec<usize> = (0..answers.len())
+            .filter(|&i| matches!(answers[i], Some(Ok(r)) if r == Extended::Free as i64))
+            .collect();
+        if free.is_empty() || Instant::now() >= valid_until {
+            return;
+        }
+        let deadline = self.node_deadline(ttl);
+        let taken = self
+            .ask(
+                &free,
+                deadline,
+                free.len(),
+                |node| extend(node, key, hold, ttl, Extend::TakingBack),
+                |reply| *reply == Extended::TakenBack as i64,
+            )
+            .await;
+        let count = round::count(&taken, |r| *r == Extended::TakenBack as i64);
+        tracing::debug!(key = %key, count, "quorum nodes taken back");
     }
 
     /// The refusal of a take that did not reach a majority: busy when others hold
@@ -479,9 +510,8 @@ impl LockStore for QuorumStore {
         _leaving: Option<Ttl>,
     ) -> Result<bool> {
         let hold = self.inner.attempts.latest(key, owner);
-        let deadline = self.node_deadline(hold.ttl);
         let all = round::all(&self.inner.nodes);
-        let answers = self.release_on(key, &hold.value, &all, deadline).await;
+        let answers = self.release_on(key, &hold, &all).await;
         let released = round::count(&answers, |released| *released);
         let answered = round::count(&answers, |_| true);
         if released >= self.majority() {
@@ -511,10 +541,6 @@ impl LockStore for QuorumStore {
         let Some(hold) = self.inner.attempts.get(key, owner) else {
             return Ok(false);
         };
-        let surely_ours = |at: Instant| hold.valid_until.is_some_and(|until| at < until);
-        // Free nodes are taken back only while nobody else can have held the lock
-        // since: while it is surely ours.
-        let take_back = surely_ours(sent);
         let deadline = self.node_deadline(ttl);
         let all = round::all(&self.inner.nodes);
         let answers = self
@@ -522,36 +548,20 @@ impl LockStore for QuorumStore {
                 &all,
                 deadline,
                 self.majority(),
-                |node| extend(node, key, &hold.value, ttl, hold.fence, take_back),
-                |reply| *reply == 1 || (take_back && *reply == 2),
+                |node| extend(node, key, &hold, ttl, Extend::WhereHeld),
+                |reply| *reply == Extended::Renewed as i64,
             )
             .await;
-        let taken_back: Vec<usize> = (0..answers.len())
-            .filter(|&i| matches!(answers[i], Some(Ok(2))))
-            .collect();
-        // A node taken back counts only if every answer came while the lock was
-        // still surely ours (a late one may have landed after another holder's turn).
-        let counted = if surely_ours(Instant::now()) {
-            taken_back.len()
-        } else {
-            0
-        };
-        let ours = round::count(&answers, |r| *r == 1) + counted;
-        if ours >= self.majority() {
+        let renewed = round::count(&answers, |r| *r == Extended::Renewed as i64);
+        if renewed >= self.majority() {
             let valid_until = ttl.valid_until(sent);
             self.inner.attempts.renewed(key, owner, valid_until);
+            self.take_back(key, &hold, ttl, &answers, valid_until).await;
             // Renewed on a majority, but only within the new validity does it count.
             return Ok(valid_until > Instant::now());
         }
-        // Not renewed: give back what this extend took.
-        if !taken_back.is_empty() {
-            let deadline = self.node_deadline(hold.ttl);
-            let _ = self
-                .release_on(key, &hold.value, &taken_back, deadline)
-                .await;
-        }
         let unknown = self.inner.nodes.len() - round::count(&answers, |_| true);
-        if ours + unknown < self.majority() {
+        if renewed + unknown < self.majority() {
             return Ok(false);
         }
         let reports = self.reports(answers, |reply| match reply {
@@ -668,6 +678,7 @@ async fn take(node: &RedisStore, key: &LockKey, value: &OwnerToken, ttl: Ttl) ->
     let mut call = scripts::QUORUM_TAKE.prepare_invoke();
     call.key(key.as_str())
         .key(key.fence())
+        .key(key.companion(ENDED))
         .arg(value.as_str())
         .arg(ttl.as_millis())
         .arg(CLOCK_STEP_US)
@@ -692,30 +703,44 @@ async fn raise(node: &RedisStore, key: &LockKey, hold: &Hold, fence: u64) -> Res
     node.run(&call, key).await
 }
 
-async fn extend(
-    node: &RedisStore,
-    key: &LockKey,
-    value: &OwnerToken,
-    ttl: Ttl,
-    fence: u64,
-    take_back: bool,
-) -> Result<i64> {
+/// What an extend asks of a node (see `scripts/quorum/extend.lua`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Extend {
+    /// Renew where the lock is still ours; say whether the node is free.
+    WhereHeld,
+    /// Take a free node back (a majority renewed the lock just now).
+    TakingBack,
+}
+
+/// A node's reply to an extend (0: someone else's here, or released here).
+#[derive(Clone, Copy)]
+enum Extended {
+    Renewed = 1,
+    TakenBack = 2,
+    /// Free, and not released here: may be taken back.
+    Free = 3,
+}
+
+async fn extend(node: &RedisStore, key: &LockKey, hold: &Hold, ttl: Ttl, how: Extend) -> Result<i64> {
     let mut call = scripts::QUORUM_EXTEND.prepare_invoke();
     call.key(key.as_str())
         .key(key.fence())
-        .arg(value.as_str())
+        .key(key.companion(ENDED))
+        .arg(hold.value.as_str())
         .arg(ttl.as_millis())
-        .arg(fence)
+        .arg(hold.fence)
         .arg(memory(ttl))
-        .arg(if take_back { "1" } else { "0" });
+        .arg(if how == Extend::TakingBack { "1" } else { "0" });
     node.run(&call, key).await
 }
 
-async fn release(node: &RedisStore, key: &LockKey, value: &OwnerToken) -> Result<bool> {
+async fn release(node: &RedisStore, key: &LockKey, value: &OwnerToken, ttl: Ttl) -> Result<bool> {
     let mut call = scripts::QUORUM_RELEASE.prepare_invoke();
     call.key(key.as_str())
         .key(key.channel())
-        .arg(value.as_str());
+        .key(key.companion(ENDED))
+        .arg(value.as_str())
+        .arg(ttl.as_millis());
     node.run(&call, key).await
 }
 

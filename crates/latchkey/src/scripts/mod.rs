@@ -38,14 +38,14 @@ pub(crate) static RELEASE: LazyLock<Script> =
 /// Pass a held lock to another owner of this process.
 pub(crate) static PASS: LazyLock<Script> = lock_script!("clock.lua", "grant.lua", "pass.lua");
 
-/// A quorum script: the helper files it needs (under `lock/`), then its own file
-/// under `quorum/`.
+/// A quorum script: the helper files it needs under `lock/`, then those under
+/// `quorum/`, its own file last.
 macro_rules! quorum_script {
-    ($($helper:literal),* ; $file:literal) => {
+    ($($helper:literal),* ; $($file:literal),+) => {
         LazyLock::new(|| {
             Script::new(concat!(
                 $(include_str!(concat!("lock/", $helper)), "\n",)*
-                include_str!(concat!("quorum/", $file))
+                $(include_str!(concat!("quorum/", $file)), "\n"),+
             ))
         })
     };
@@ -53,7 +53,7 @@ macro_rules! quorum_script {
 
 /// Take a quorum lock on one node and propose a fencing token.
 pub(crate) static QUORUM_TAKE: LazyLock<Script> =
-    quorum_script!("clock.lua", "grant.lua"; "take.lua");
+    quorum_script!("clock.lua", "grant.lua"; "ended.lua", "take.lua");
 
 /// Write a quorum lock's fencing token back to one node that still holds it.
 pub(crate) static QUORUM_FENCE: LazyLock<Script> =
@@ -61,11 +61,11 @@ pub(crate) static QUORUM_FENCE: LazyLock<Script> =
 
 /// Extend a quorum lock on one node, or take it back there if the node lost it.
 pub(crate) static QUORUM_EXTEND: LazyLock<Script> =
-    quorum_script!("clock.lua", "grant.lua"; "extend.lua");
+    quorum_script!("clock.lua", "grant.lua"; "ended.lua", "extend.lua");
 
 /// Release a quorum lock on one node without handing it to anyone, and wake its
 /// waiters.
-pub(crate) static QUORUM_RELEASE: LazyLock<Script> = quorum_script!(; "release.lua");
+pub(crate) static QUORUM_RELEASE: LazyLock<Script> = quorum_script!(; "ended.lua", "release.lua");
 
 /// Compare-and-PEXPIRE (resets the lease).
 pub(crate) static EXTEND: LazyLock<Script> =

@@ -1,5 +1,5 @@
 -- Take a lock on one node of a quorum, and propose a fencing token for it. Needs
--- clock.lua and grant.lua (for `before_grant`).
+-- clock.lua and grant.lua (for `before_grant`), and ended.lua.
 --
 -- A quorum has no wait queue (a FIFO line needs one authority), so this is the
 -- plain `SET NX` of the lock plus the node's fencing counter. The holder takes the
@@ -8,6 +8,8 @@
 --
 -- KEYS[1]  the lock key: exactly the owner token with a PX expiry.
 -- KEYS[2]  the node's fencing counter.
+-- KEYS[3]  the values released lately (see ended.lua): a take that arrives after
+--          its attempt was undone sets nothing.
 -- ARGV     token, ttl_ms, clock_step_us, memory_ms.
 --          clock_step_us: the proposal is at least the server clock rounded down
 --          to this step, so a counter lost with a node's data is made up by its
@@ -16,9 +18,9 @@
 --          memory_ms: how long the counter outlives the last grant that touched it.
 --
 -- Returns {1, proposal, false} when the lock is ours here, {0, pttl, holder} when
--- someone else holds it.
+-- someone else holds it, {0, -2, false} when this attempt was undone already.
 
-local lock, fence_key = KEYS[1], KEYS[2]
+local lock, fence_key, ended = KEYS[1], KEYS[2], KEYS[3]
 local token, ttl, step, memory = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 
 -- GET first: it raises WRONGTYPE before anything is written, and it finds a lock an
@@ -26,6 +28,9 @@ local token, ttl, step, memory = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local holder = redis.call('GET', lock)
 if holder and holder ~= token then
   return {0, redis.call('PTTL', lock), holder}
+end
+if not holder and has_ended(ended, token) then
+  return {0, -2, false}
 end
 local last, us = before_grant(fence_key)
 local proposal = math.max(last + 1, us - us % step)
