@@ -461,3 +461,38 @@ async fn a_minority_copy_is_not_enough_to_take_the_others_back() {
         "taken back without a majority"
     );
 }
+
+/// Issue "Holds that end cleanly", item 4: a release whose per-node deadline passes
+/// before the connection writes it (1 ms here, behind 15 ms links) is still sent:
+/// the caller hears nothing in time, but no master keeps the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_is_sent_even_when_its_deadline_passes_first() {
+    use latchkey::store::{AcquireRequest, LockStore};
+
+    let servers = masters(3);
+    let proxies: Vec<FaultProxy> = servers
+        .iter()
+        .map(|s| FaultProxy::start(s.port()).unwrap())
+        .collect();
+    for proxy in &proxies {
+        proxy.set_latency(Duration::from_millis(15), Duration::from_millis(15));
+    }
+    let proxied: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
+    let patient = QuorumStore::open(&proxied)
+        .await
+        .unwrap()
+        .with_node_deadline(Duration::from_millis(500))
+        .unwrap();
+    let key = latchkey::LockKey::new(&latchkey::Prefix::default(), "unsent").unwrap();
+    for round in 0..5 {
+        let owner = latchkey::OwnerToken::generate().unwrap();
+        let request = AcquireRequest::new(latchkey::Ttl::new(Duration::from_secs(30)).unwrap());
+        let taken = patient.try_acquire(&key, &owner, request).await.unwrap();
+        assert!(matches!(taken, latchkey::store::Attempt::Acquired { .. }));
+        let hasty = patient.clone().with_node_deadline(Duration::from_millis(1)).unwrap();
+        assert!(hasty.release(&key, &owner, None).await.is_err());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let held = holding(&servers, "unsent");
+        assert!(held.is_empty(), "round {round}: a release was never sent to {held:?}");
+    }
+}
