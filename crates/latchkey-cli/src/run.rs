@@ -2,18 +2,23 @@
 //!
 //! Takes the lock with a renewed lease, runs the command with `LATCHKEY_FENCE` and
 //! `LATCHKEY_LOCK` in its environment, passes INT, TERM, HUP, QUIT, USR1, USR2 and
-//! ALRM on to it, and
-//! releases the lock when it ends, however it ends. If the lease is lost mid-run the
-//! command gets SIGTERM, then SIGKILL after `--kill-after`, and latchkey exits 70.
-//! A signal that arrives while latchkey still waits for the lock makes it leave the
-//! wait queue and exit 128 + N.
+//! ALRM on to it, and releases the lock when it ends, however it ends (waiting, for
+//! a bounded time, until Redis confirms the release).
+//!
+//! The command runs in a process group of its own, which is signalled as a whole
+//! (as timeout(1) does): if the lease is lost mid-run, every process of the group
+//! gets SIGTERM, then SIGKILL after `--kill-after`, and latchkey exits 70. The
+//! command dies with latchkey, even of SIGKILL: the command itself through
+//! `PR_SET_PDEATHSIG`, the rest of its group through a small reaper (see
+//! [`Reaper`]). A signal that arrives while latchkey still waits for the lock makes
+//! it leave the wait queue and exit 128 + N.
 
 use std::process::ExitStatus;
 use std::time::Duration;
 
 use latchkey::store::{Pass, WakeUps};
 use latchkey::{Fairness, Lease, MutexGuard};
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
@@ -25,9 +30,10 @@ use crate::exit::{self, Failure};
 /// Exit statuses when the command cannot be started, as shells use them.
 const NOT_EXECUTABLE: u8 = 126;
 const NOT_FOUND: u8 = 127;
-/// How long the final release (or leaving the queue) may take before latchkey gives
-/// up on it (the lease, or the waiter lease, then ends on its own).
-const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the final release (or leaving the queue) may take, retries included,
+/// before latchkey gives up on it (the lease, or the waiter lease, then ends on its
+/// own).
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
@@ -133,8 +139,16 @@ async fn hold_and_run<S: Pass + WakeUps>(
             return Err(failure);
         }
     };
-    let outcome = supervise(child, &guard, name, hold, &mut signals).await;
+    let group = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+    let reaper = group.and_then(Reaper::start);
+    let outcome = supervise(child, group, &guard, name, hold, &mut signals).await;
     release(guard).await;
+    if let Some(reaper) = reaper {
+        reaper.dismiss().await;
+    }
     outcome
 }
 
@@ -163,18 +177,21 @@ fn spawn<S: Pass + WakeUps>(
         .command
         .split_first()
         .ok_or_else(|| Failure::usage("no command given after --".to_owned()))?;
-    Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(rest)
         .env("LATCHKEY_FENCE", guard.fence().to_string())
         .env("LATCHKEY_LOCK", name)
-        .spawn()
-        .map_err(|e| {
-            let status = match e.kind() {
-                std::io::ErrorKind::PermissionDenied => NOT_EXECUTABLE,
-                _ => NOT_FOUND,
-            };
-            Failure::with_status(status, format!("cannot run {program:?}: {e}"))
-        })
+        // A group of its own, signalled as a whole (grandchildren included).
+        .process_group(0);
+    die_with_parent(&mut command);
+    command.spawn().map_err(|e| {
+        let status = match e.kind() {
+            std::io::ErrorKind::PermissionDenied => NOT_EXECUTABLE,
+            _ => NOT_FOUND,
+        };
+        Failure::with_status(status, format!("cannot run {program:?}: {e}"))
+    })
 }
 
 /// The signals whose default is to end a process (and that can be caught): caught
@@ -213,18 +230,87 @@ impl Signals {
     }
 }
 
-/// Waits for the child, forwarding signals, and stops it if the lease is lost.
+/// Makes the command die (SIGKILL) when latchkey does, on Linux. The signal comes
+/// when the thread that spawned it ends: here the thread running latchkey's main
+/// future, which lives as long as latchkey.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    let parent = nix::unistd::getpid();
+    let arm = move || {
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+        // latchkey died between the fork and the prctl: nobody would kill us later.
+        if nix::unistd::getppid() != parent {
+            return Err(std::io::Error::other(
+                "latchkey exited while starting the command",
+            ));
+        }
+        Ok(())
+    };
+    // SAFETY: the closure only makes two system calls (prctl, getppid), both
+    // async-signal-safe, and allocates only on the error path, which ends the child.
+    unsafe {
+        command.pre_exec(arm);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut Command) {}
+
+/// Kills the command's process group if latchkey dies without dismissing it.
+///
+/// `PR_SET_PDEATHSIG` reaches only the command itself; its children (a shell's
+/// `sleep`, a build's workers) would run on, reparented, without the lock. The
+/// reaper is a `sh` in a process group of its own, so signals meant for latchkey's
+/// group miss it, blocked reading a pipe that only latchkey writes: if latchkey
+/// exits without a word (SIGKILL, the OOM killer), the read ends and the reaper
+/// sends SIGKILL to the command's group.
+struct Reaper {
+    child: Child,
+}
+
+impl Reaper {
+    fn start(group: Pid) -> Option<Reaper> {
+        let started = Command::new("/bin/sh")
+            .arg("-c")
+            // `-9 -PGID`: the one spelling every sh (dash included) reads as a group.
+            .arg(r#"read _ || kill -9 "-$1""#)
+            .arg("latchkey-reaper")
+            .arg(group.to_string())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn();
+        match started {
+            Ok(child) => Some(Reaper { child }),
+            Err(error) => {
+                tracing::warn!(%error, "cannot start the reaper: if latchkey is killed, the command's children may outlive it");
+                None
+            }
+        }
+    }
+
+    /// latchkey is done with the command: the reaper leaves its group alone.
+    async fn dismiss(mut self) {
+        use tokio::io::AsyncWriteExt;
+        if let Some(mut stdin) = self.child.stdin.take() {
+            let _ = stdin.write_all(b"done\n").await;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.child.wait()).await;
+    }
+}
+
+/// Waits for the child, forwarding signals to its group, and stops the group if the
+/// lease is lost.
 async fn supervise<S: Pass + WakeUps>(
     mut child: Child,
+    pid: Option<Pid>,
     guard: &MutexGuard<S>,
     name: &str,
     hold: &HoldArgs,
     signals: &mut Signals,
 ) -> Result<u8, Failure> {
-    let pid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .map(Pid::from_raw);
     let lost = guard.lost();
     tokio::pin!(lost);
     let mut lease_lost = false;
@@ -234,10 +320,12 @@ async fn supervise<S: Pass + WakeUps>(
         tokio::select! {
             status = child.wait() => {
                 let status = status.map_err(|e| Failure::software(format!("lost track of the command: {e}")))?;
-                return match lease_lost {
-                    true => Err(Failure::with_status(exit::SOFTWARE, format!("the lease on {name:?} was lost; the command was stopped"))),
-                    false => Ok(exit_code(status)),
-                };
+                if !lease_lost {
+                    return Ok(exit_code(status));
+                }
+                // The rest of the group gets what is left of --kill-after, then SIGKILL.
+                stop_group(pid, kill_timer.deadline()).await;
+                return Err(Failure::with_status(exit::SOFTWARE, format!("the lease on {name:?} was lost; the command was stopped")));
             }
             signal = signals.recv() => forward(pid, signal),
             () = &mut lost, if !lease_lost => {
@@ -254,12 +342,27 @@ async fn supervise<S: Pass + WakeUps>(
     }
 }
 
-fn forward(pid: Option<Pid>, signal: Signal) {
-    let Some(pid) = pid else {
+/// Sends `signal` to the command's process group (its leader is the command).
+fn forward(group: Option<Pid>, signal: Signal) {
+    let Some(group) = group else {
         return;
     };
-    if let Err(error) = kill(pid, signal) {
+    if let Err(error) = killpg(group, signal) {
         tracing::debug!(%error, ?signal, "could not signal the command (it may have exited)");
+    }
+}
+
+/// Waits until the command's group is empty, or `deadline`, then kills what is left.
+async fn stop_group(group: Option<Pid>, deadline: tokio::time::Instant) {
+    let Some(group) = group else {
+        return;
+    };
+    while killpg(group, None).is_ok() {
+        if tokio::time::Instant::now() >= deadline {
+            forward(Some(group), Signal::SIGKILL);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -276,14 +379,21 @@ fn exit_code(status: ExitStatus) -> u8 {
         .unwrap_or(1)
 }
 
+/// Releases the lock, retrying through resets and restarts for up to
+/// [`RELEASE_TIMEOUT`] in all: a release that fails at first goes on in the
+/// background, and latchkey waits for it before exiting.
 async fn release<S: Pass + WakeUps>(guard: MutexGuard<S>) {
-    match tokio::time::timeout(RELEASE_TIMEOUT, guard.release()).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(error)) => eprintln!(
-            "latchkey: could not release the lock ({error}); it frees itself when its lease ends"
-        ),
-        Err(_) => eprintln!(
-            "latchkey: Redis did not answer the release; the lock frees itself when its lease ends"
-        ),
+    let deadline = tokio::time::Instant::now() + RELEASE_TIMEOUT;
+    let failed = match tokio::time::timeout_at(deadline, guard.release()).await {
+        Ok(Ok(_)) => return,
+        Ok(Err(error)) => error.to_string(),
+        Err(_) => "Redis did not answer".to_owned(),
+    };
+    let rest = deadline.saturating_duration_since(tokio::time::Instant::now());
+    if latchkey::finish_background_releases(rest).await {
+        return;
     }
+    eprintln!(
+        "latchkey: could not release the lock ({failed}); it frees itself when its lease ends"
+    );
 }

@@ -425,7 +425,12 @@ async fn a_forced_release_is_not_undone_by_the_holders_renewal() {
         .await
         .unwrap();
     let operator = quorum(&servers).await;
-    let was = operator.mutex("broken").unwrap().force_release().await.unwrap();
+    let was = operator
+        .mutex("broken")
+        .unwrap()
+        .force_release()
+        .await
+        .unwrap();
     assert!(was.is_some(), "the lock was not held");
     let lost = tokio::time::timeout(Duration::from_secs(2), guard.lost()).await;
     assert!(lost.is_ok(), "the holder never learned its lock was broken");
@@ -489,10 +494,16 @@ async fn a_release_is_sent_even_when_its_deadline_passes_first() {
         let request = AcquireRequest::new(latchkey::Ttl::new(Duration::from_secs(30)).unwrap());
         let taken = patient.try_acquire(&key, &owner, request).await.unwrap();
         assert!(matches!(taken, latchkey::store::Attempt::Acquired { .. }));
-        let hasty = patient.clone().with_node_deadline(Duration::from_millis(1)).unwrap();
+        let hasty = patient
+            .clone()
+            .with_node_deadline(Duration::from_millis(1))
+            .unwrap();
         assert!(hasty.release(&key, &owner, None).await.is_err());
         tokio::time::sleep(Duration::from_millis(200)).await;
         let held = holding(&servers, "unsent");
-        assert!(held.is_empty(), "round {round}: a release was never sent to {held:?}");
+        assert!(
+            held.is_empty(),
+            "round {round}: a release was never sent to {held:?}"
+        );
     }
 }

@@ -721,7 +721,13 @@ enum Extended {
     Free = 3,
 }
 
-async fn extend(node: &RedisStore, key: &LockKey, hold: &Hold, ttl: Ttl, how: Extend) -> Result<i64> {
+async fn extend(
+    node: &RedisStore,
+    key: &LockKey,
+    hold: &Hold,
+    ttl: Ttl,
+    how: Extend,
+) -> Result<i64> {
     let mut call = scripts::QUORUM_EXTEND.prepare_invoke();
     call.key(key.as_str())
         .key(key.fence())

@@ -1,0 +1,201 @@
+//! `latchkey run` ends with its lock: the command's whole process group is stopped
+//! when the lease is lost or latchkey is killed, and the release after the command
+//! lands through a connection reset. Each test is the regression test of one defect
+//! of issue "Holds that end cleanly", through the built binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use latchkey_testkit::RedisServer;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// `latchkey run ARGS -- sh -c SCRIPT` against `server`, in the background.
+fn run(server: &RedisServer, args: &[&str], script: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", server.url())
+        .env_remove("LATCHKEY_PREFIX")
+        .arg("run")
+        .args(args)
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A command that starts a grandchild (`sleep 60` in the background), writes its
+/// own pid and the grandchild's, and waits.
+fn family(dir: &Path) -> (String, PathBuf, PathBuf) {
+    let (child, grandchild) = (dir.join("child"), dir.join("grandchild"));
+    let script = format!(
+        "sleep 60 & echo $! > {g}.tmp; mv {g}.tmp {g}; echo $$ > {c}.tmp; mv {c}.tmp {c}; wait",
+        g = grandchild.display(),
+        c = child.display()
+    );
+    (script, child, grandchild)
+}
+
+/// The pid written in `path`, once it is there (10 s at most).
+fn pid_in(path: &Path) -> Pid {
+    let started = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            return Pid::from_raw(text.trim().parse().unwrap());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether `pid` is a live process (a zombie waiting for its parent counts as gone).
+fn alive(pid: Pid) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+        Err(_) => false,
+    }
+}
+
+/// Polls until none of `pids` is alive; false if some still are after `limit`.
+fn all_gone_within(pids: &[Pid], limit: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if !pids.iter().any(|&p| alive(p)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Kills whatever of `pids` is left, so a failing test leaves nothing running.
+fn cleanup(pids: &[Pid]) {
+    for &pid in pids {
+        let _ = kill(pid, Signal::SIGKILL);
+    }
+}
+
+#[test]
+fn a_lost_lease_stops_the_commands_grandchildren_too() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (script, child, grandchild) = family(dir.path());
+    let latchkey = run(
+        &server,
+        &["job", "--ttl", "1s", "--kill-after", "1s"],
+        &script,
+    );
+    let pids = [pid_in(&child), pid_in(&grandchild)];
+    // An operator breaks the lock: the next renewal finds it gone.
+    let _: () = redis::cmd("DEL")
+        .arg("job")
+        .query(&mut server.connection().unwrap())
+        .unwrap();
+    let output = latchkey.wait_with_output().unwrap();
+    let stopped = all_gone_within(&pids, Duration::from_secs(2));
+    cleanup(&pids);
+    assert_eq!(output.status.code(), Some(70));
+    assert!(stopped, "the command's children outlived the lease");
+}
+
+#[test]
+fn a_grandchild_that_ignores_sigterm_is_killed_after_kill_after() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let grandchild = dir.path().join("grandchild");
+    let script = format!(
+        "sh -c 'trap \"\" TERM; echo $$ > {g}.tmp; mv {g}.tmp {g}; while :; do sleep 0.05; done' & wait",
+        g = grandchild.display()
+    );
+    let latchkey = run(
+        &server,
+        &["job", "--ttl", "1s", "--kill-after", "500ms"],
+        &script,
+    );
+    let stubborn = pid_in(&grandchild);
+    let _: () = redis::cmd("DEL")
+        .arg("job")
+        .query(&mut server.connection().unwrap())
+        .unwrap();
+    let output = latchkey.wait_with_output().unwrap();
+    let stopped = all_gone_within(&[stubborn], Duration::from_secs(1));
+    cleanup(&[stubborn]);
+    assert_eq!(output.status.code(), Some(70));
+    assert!(
+        stopped,
+        "a grandchild ignoring SIGTERM outlived --kill-after"
+    );
+}
+
+/// flock(1) semantics under SIGKILL: the command and its children die with
+/// latchkey, before a second holder can start after the lease.
+#[test]
+fn a_killed_latchkey_takes_its_command_and_grandchildren_with_it() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (script, child, grandchild) = family(dir.path());
+    let mut latchkey = run(&server, &["job", "--ttl", "1s"], &script);
+    let pids = [pid_in(&child), pid_in(&grandchild)];
+    kill(Pid::from_raw(latchkey.id() as i32), Signal::SIGKILL).unwrap();
+    latchkey.wait().unwrap();
+    let stopped = all_gone_within(&pids, Duration::from_millis(500));
+    // The next holder gets the lock once the lease ends; nothing of the first is left.
+    let next = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", server.url())
+        .args(["run", "job", "--wait", "10s", "--", "true"])
+        .output()
+        .unwrap();
+    let still = pids.iter().filter(|&&p| alive(p)).count();
+    cleanup(&pids);
+    assert!(
+        stopped,
+        "the command outlived latchkey by more than 500 ms: {:?}",
+        pids.map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")))
+    );
+    assert!(next.status.success(), "{next:?}");
+    assert_eq!(still, 0);
+}
+
+/// The release after the command meets a reset connection (a proxy resetting idle
+/// sockets): it is retried, and the lock is free when latchkey exits, not 30 s later.
+#[test]
+fn the_release_after_the_command_rides_out_a_connection_reset() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let latchkey = run(
+        &server,
+        &["job"],
+        &format!("touch {}; sleep 0.5", ready.display()),
+    );
+    let started = Instant::now();
+    while !ready.exists() {
+        assert!(started.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut server.connection().unwrap())
+        .unwrap();
+    assert!(killed >= 1);
+    let output = latchkey.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let held: bool = redis::cmd("EXISTS")
+        .arg("job")
+        .query(&mut server.connection().unwrap())
+        .unwrap();
+    assert!(
+        !held,
+        "the lock was left for its lease: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
