@@ -51,7 +51,10 @@ pub enum Connected {
 /// name, whichever store it has (the body is compiled once per store).
 macro_rules! with_client {
     ($global:expr, $client:ident => $body:expr) => {
-        match $crate::connect::connect($global).await? {
+        $crate::connect::with_client!($global, until None, $client => $body)
+    };
+    ($global:expr, until $deadline:expr, $client:ident => $body:expr) => {
+        match $crate::connect::retrying($deadline, || $crate::connect::connect($global)).await? {
             $crate::connect::Connected::Redis($client) => $body,
             $crate::connect::Connected::Quorum($client) => $body,
         }
@@ -87,9 +90,47 @@ pub fn deployment(global: &Global) -> Result<Deployment<'_>, Failure> {
 }
 
 /// Checks a lock name (and the prefix) without connecting.
+/// Checks everything about `global` and the name `name` that needs no server, so
+/// a mistake is a usage error (64) before anything is sent.
 pub fn check_name(global: &Global, name: &str) -> Result<(), Failure> {
     LockKey::new(&Prefix::new(&global.prefix)?, name)?;
+    deployment(global)?;
+    if global.wait_replicas.is_some() {
+        latchkey::store::RedisStore::check_replica_wait(global.wait_timeout)?;
+    }
     Ok(())
+}
+
+/// Runs `attempt` (connecting) until it succeeds, fails for good, or `deadline`
+/// passes: a run started during a failover or a restart waits for Redis within its
+/// `--wait`, as it would wait for the lock. Without a deadline, one attempt.
+pub async fn retrying<T, Fut>(
+    deadline: Option<std::time::Instant>,
+    mut attempt: impl FnMut() -> Fut,
+) -> Result<T, Failure>
+where
+    Fut: Future<Output = Result<T, Failure>>,
+{
+    let mut pause = std::time::Duration::from_millis(50);
+    let mut told = false;
+    loop {
+        let failure = match attempt().await {
+            Ok(connected) => return Ok(connected),
+            Err(failure) => failure,
+        };
+        let retry_at = std::time::Instant::now() + pause;
+        if !failure.is_transient() || deadline.is_none_or(|deadline| retry_at >= deadline) {
+            return Err(failure);
+        }
+        if !std::mem::replace(&mut told, true) {
+            eprintln!(
+                "latchkey: {}; trying again until --wait runs out",
+                failure.message()
+            );
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_secs(1));
+    }
 }
 
 /// Connects to the deployment the options name, a quorum included.

@@ -7,9 +7,9 @@
 //! | 64 | usage: bad flag, argument or value, checked before connecting (EX_USAGE) |
 //! | 65 | the key holds something that is not a lock (WRONGTYPE) (EX_DATAERR) |
 //! | 66 | `--tls-ca`: the file cannot be read (EX_NOINPUT) |
-//! | 69 | Redis unreachable, not Redis, TLS failed, credentials refused, ACL denied, read-only replica (EX_UNAVAILABLE) |
+//! | 69 | Redis unreachable (a quorum without a majority, a server failing over, loading or answering MOVED included), not Redis, TLS failed, credentials refused, ACL denied, read-only replica (EX_UNAVAILABLE) |
 //! | 70 | internal error, or the lease was lost mid-run (EX_SOFTWARE) |
-//! | 75 | the lock stayed busy for the whole wait (EX_TEMPFAIL) |
+//! | 75 | the lock stayed busy for the whole wait, or a transaction kept conflicting (EX_TEMPFAIL) |
 //! | 126 | `run`: the command is not executable |
 //! | 127 | `run`: the command was not found |
 //! | 128+N | `run`: latchkey received signal N while waiting for the lock |
@@ -30,35 +30,42 @@ pub const TEMPFAIL: u8 = 75;
 pub struct Failure {
     status: u8,
     message: String,
+    /// Trying again later may succeed (Redis unreachable, failing over, loading).
+    transient: bool,
 }
 
 impl Failure {
     pub fn with_status(status: u8, message: String) -> Self {
-        Failure { status, message }
+        Failure {
+            status,
+            message,
+            transient: false,
+        }
     }
 
     pub fn usage(message: String) -> Self {
-        Failure {
-            status: USAGE,
-            message,
-        }
+        Failure::with_status(USAGE, message)
     }
 
     pub fn software(message: String) -> Self {
-        Failure {
-            status: SOFTWARE,
-            message,
-        }
+        Failure::with_status(SOFTWARE, message)
     }
 
     // Outside latchkey's own errors (see `From<Error>`), only demo and bench fail
     // this way; a lean build has neither.
     #[cfg_attr(not(any(feature = "bench", feature = "demo")), allow(dead_code))]
     pub fn unavailable(message: String) -> Self {
-        Failure {
-            status: UNAVAILABLE,
-            message,
-        }
+        Failure::with_status(UNAVAILABLE, message)
+    }
+
+    /// The one-line message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether trying again later may succeed.
+    pub fn is_transient(&self) -> bool {
+        self.transient
     }
 
     /// The same failure, with advice after the message.
@@ -78,19 +85,27 @@ impl From<Error> for Failure {
     fn from(error: Error) -> Self {
         let status = match &error {
             Error::InvalidArgument(_) => USAGE,
+            Error::Busy { .. } | Error::Contended { .. } => TEMPFAIL,
             Error::Unreachable { .. }
             | Error::AuthFailed { .. }
             | Error::AclDenied { .. }
             | Error::ReadOnly { .. }
             | Error::NotRedis { .. }
             | Error::Tls { .. }
-            | Error::TooFewReplicas { .. } => UNAVAILABLE,
-            Error::Busy { .. } => TEMPFAIL,
+            | Error::TooFewReplicas { .. }
+            | Error::NoQuorum { .. } => UNAVAILABLE,
             Error::WrongType { .. } => DATA_ERROR,
+            // A --sentinel URL that answers, but is no Sentinel: the wrong address.
+            Error::Redis { .. } if error.to_string().contains("not point to a sentinel") => {
+                UNAVAILABLE
+            }
+            // A server failing over, loading, or a slot that moved: unavailable for now.
+            other if other.is_transient() => UNAVAILABLE,
             _ => SOFTWARE,
         };
         Failure {
             status,
+            transient: status == UNAVAILABLE && error.is_transient(),
             message: error.to_string(),
         }
     }

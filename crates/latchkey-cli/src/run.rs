@@ -14,7 +14,7 @@
 //! it leave the wait queue and exit 128 + N.
 
 use std::process::ExitStatus;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use latchkey::store::{Pass, WakeUps};
 use latchkey::{Fairness, Lease, MutexGuard};
@@ -39,19 +39,20 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
     let lease = Lease::renewed(args.hold.ttl)?;
+    let wait = wait(&args.hold);
     // From here on those signals are ours to handle: while waiting, by leaving the
     // queue; while the command runs, by passing them on.
     let signals = Signals::listen()?;
-    connect::with_client!(global, client => {
+    connect::with_client!(global, until wait.deadline(), client => {
         let fairness = match args.fair {
             true => Fairness::Fair,
             false => Fairness::Plain,
         };
         let mutex = client.mutex(name)?.with_lease(lease).with_fairness(fairness);
         let taking = async {
-            match wait(&args.hold) {
+            match wait {
                 Wait::Now => mutex.try_lock().await,
-                Wait::Within(wait) => mutex.lock_timeout(wait).await,
+                Wait::Until(deadline) => mutex.lock_timeout(left(deadline)).await,
                 Wait::Forever => mutex.lock().await,
             }
         };
@@ -64,19 +65,21 @@ pub async fn sem_run(global: &Global, args: SemRunArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
     let lease = Lease::renewed(args.hold.ttl)?;
+    latchkey::Semaphore::check_permits(args.permits)?;
     if args.weight > args.permits {
         return Err(Failure::usage(format!(
             "--weight {} is more than the semaphore's --permits {}",
             args.weight, args.permits
         )));
     }
+    let wait = wait(&args.hold);
     let signals = Signals::listen()?;
-    let client = connect::client(global).await?;
+    let client = connect::retrying(wait.deadline(), || connect::client(global)).await?;
     let semaphore = client.semaphore(name, args.permits)?.with_lease(lease);
     let taking = async {
-        match wait(&args.hold) {
+        match wait {
             Wait::Now => semaphore.try_acquire(args.weight).await,
-            Wait::Within(wait) => semaphore.acquire_timeout(args.weight, wait).await,
+            Wait::Until(deadline) => semaphore.acquire_timeout(args.weight, left(deadline)).await,
             Wait::Forever => semaphore.acquire(args.weight).await,
         }
     };
@@ -88,35 +91,55 @@ pub async fn rw_run(global: &Global, args: RwRunArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
     let lease = Lease::renewed(args.hold.ttl)?;
+    let wait = wait(&args.hold);
     let signals = Signals::listen()?;
-    let client = connect::client(global).await?;
+    let client = connect::retrying(wait.deadline(), || connect::client(global)).await?;
     let lock = client.rw_lock(name)?.with_lease(lease);
     let taking = async {
-        match (args.write, wait(&args.hold)) {
+        match (args.write, wait) {
             (false, Wait::Now) => lock.try_read().await,
-            (false, Wait::Within(wait)) => lock.read_timeout(wait).await,
+            (false, Wait::Until(deadline)) => lock.read_timeout(left(deadline)).await,
             (false, Wait::Forever) => lock.read().await,
             (true, Wait::Now) => lock.try_write().await,
-            (true, Wait::Within(wait)) => lock.write_timeout(wait).await,
+            (true, Wait::Until(deadline)) => lock.write_timeout(left(deadline)).await,
             (true, Wait::Forever) => lock.write().await,
         }
     };
     hold_and_run(taking, name, &args.hold, signals).await
 }
 
-/// How long the options say to wait.
+/// How long the options say to wait: for Redis (connecting), then for the lock.
+#[derive(Clone, Copy)]
 enum Wait {
     Now,
-    Within(Duration),
+    Until(Instant),
     Forever,
 }
 
+impl Wait {
+    /// Until when connecting may be retried: only within a `--wait`.
+    fn deadline(self) -> Option<Instant> {
+        match self {
+            Wait::Until(deadline) => Some(deadline),
+            Wait::Now | Wait::Forever => None,
+        }
+    }
+}
+
+/// The wait the options ask for, counted from now.
 fn wait(hold: &HoldArgs) -> Wait {
     match (hold.no_wait, hold.wait) {
         (true, _) => Wait::Now,
-        (false, Some(wait)) => Wait::Within(wait),
+        (false, Some(wait)) => Instant::now()
+            .checked_add(wait)
+            .map_or(Wait::Forever, Wait::Until),
         (false, None) => Wait::Forever,
     }
+}
+
+/// What is left of a wait until `deadline`.
+fn left(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
 }
 
 /// Waits for `taking` (a lock, permits, a read or write lock), then runs the

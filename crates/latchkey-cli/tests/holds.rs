@@ -199,3 +199,128 @@ fn the_release_after_the_command_rides_out_a_connection_reset() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Runs `latchkey ARGS` with no Redis anywhere near and returns its exit status.
+fn status_of(args: &[&str]) -> Option<i32> {
+    Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .args(args)
+        .output()
+        .unwrap()
+        .status
+        .code()
+}
+
+/// Issue "Holds that end cleanly", item 6: unavailability is 69, whatever the
+/// deployment; arguments are checked before connecting (64 with no server up).
+#[test]
+fn unavailable_is_69_and_bad_arguments_are_64_before_connecting() {
+    let nowhere = ["--redis", "redis://127.0.0.1:1"];
+    let quorum = [
+        "--redis",
+        "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3",
+        "run",
+        "x",
+        "--",
+        "true",
+    ];
+    assert_eq!(status_of(&quorum), Some(69), "a quorum without a majority");
+    let sentinel = [
+        &nowhere[..],
+        &["--sentinel", "mymaster", "run", "x", "--", "true"],
+    ]
+    .concat();
+    assert_eq!(status_of(&sentinel), Some(69), "no Sentinel answers");
+    let not_a_sentinel = RedisServer::start().unwrap();
+    let url = not_a_sentinel.url();
+    let wrong = [
+        "--redis",
+        &url,
+        "--sentinel",
+        "mymaster",
+        "run",
+        "x",
+        "--",
+        "true",
+    ];
+    assert_eq!(
+        status_of(&wrong),
+        Some(69),
+        "a --sentinel URL that is a plain server"
+    );
+    let permits = [
+        &nowhere[..],
+        &[
+            "sem",
+            "run",
+            "p",
+            "--permits",
+            "2000000000000000000",
+            "--",
+            "true",
+        ],
+    ]
+    .concat();
+    assert_eq!(status_of(&permits), Some(64), "--permits above the maximum");
+    let replica_wait = [
+        &nowhere[..],
+        &[
+            "--wait-replicas",
+            "1",
+            "--wait-timeout",
+            "5s",
+            "run",
+            "x",
+            "--",
+            "true",
+        ],
+    ]
+    .concat();
+    assert_eq!(
+        status_of(&replica_wait),
+        Some(64),
+        "--wait-timeout above 500ms"
+    );
+}
+
+/// Item 6: `--wait D` covers connecting: a run started while Redis is down (a
+/// restart, a failover) takes the lock once Redis is back, within its wait.
+#[test]
+fn a_run_started_while_redis_is_down_waits_for_it_within_wait() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let latchkey = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", format!("redis://127.0.0.1:{port}"))
+        .args(["run", "job", "--wait", "20s", "--", "touch"])
+        .arg(&ran)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let mut server = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let output = latchkey.wait_with_output().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(ran.exists());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("trying again until --wait runs out"));
+}

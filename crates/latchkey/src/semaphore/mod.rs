@@ -71,12 +71,27 @@ pub struct Semaphore {
 }
 
 impl Semaphore {
-    pub(crate) fn new(store: RedisStore, key: LockKey, permits: u64) -> Result<Self> {
+    /// Checks a permit count without a server: a semaphore has 1 to 2^50 permits.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] outside that range.
+    ///
+    /// ```
+    /// assert!(latchkey::Semaphore::check_permits(3).is_ok());
+    /// assert!(latchkey::Semaphore::check_permits(0).is_err());
+    /// ```
+    pub fn check_permits(permits: u64) -> Result<()> {
         if permits == 0 || permits > MAX_PERMITS {
             return Err(Error::InvalidArgument(format!(
                 "a semaphore has 1 to 2^50 permits, not {permits}"
             )));
         }
+        Ok(())
+    }
+
+    pub(crate) fn new(store: RedisStore, key: LockKey, permits: u64) -> Result<Self> {
+        Self::check_permits(permits)?;
         Ok(Semaphore {
             store,
             key,

@@ -295,6 +295,30 @@ impl RedisStore {
         self
     }
 
+    /// Checks a replica wait without a server: from 1 ms to half the reply timeout
+    /// (500 ms), since the script and its round trip come on top of `WAIT`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] outside that range.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use latchkey::store::RedisStore;
+    ///
+    /// assert!(RedisStore::check_replica_wait(Duration::from_millis(100)).is_ok());
+    /// assert!(RedisStore::check_replica_wait(Duration::from_secs(2)).is_err());
+    /// ```
+    pub fn check_replica_wait(timeout: Duration) -> Result<()> {
+        let longest = RESPONSE_TIMEOUT / 2;
+        if timeout < Duration::from_millis(1) || timeout > longest {
+            return Err(Error::InvalidArgument(format!(
+                "a replica wait of {timeout:?}: it must be from 1ms to {longest:?} (half the reply timeout)"
+            )));
+        }
+        Ok(())
+    }
+
     /// The same store (sharing its subscriber), on which every grant and renewal of
     /// a lock waits until `replicas` replicas have it (`WAIT`, in the same round trip
     /// as the script), at most `timeout`. A grant fewer replicas confirm is released
@@ -331,13 +355,7 @@ impl RedisStore {
     /// # Ok(()) }
     /// ```
     pub fn with_wait_replicas(mut self, replicas: u32, timeout: Duration) -> Result<Self> {
-        // The script and the round trip come on top of WAIT, inside the reply timeout.
-        let longest = RESPONSE_TIMEOUT / 2;
-        if timeout < Duration::from_millis(1) || timeout > longest {
-            return Err(Error::InvalidArgument(format!(
-                "a replica wait of {timeout:?}: it must be from 1ms to {longest:?} (half the reply timeout)"
-            )));
-        }
+        Self::check_replica_wait(timeout)?;
         let conn = match &self.target {
             Some(target) => Connection::replaceable(target.clone(), connection_config()),
             None => self.conn.clone(),
