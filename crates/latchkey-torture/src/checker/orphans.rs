@@ -5,12 +5,14 @@
 //!
 //! - its guard's release returning (a release, even an aborted one, frees the lock
 //!   at once: in the release itself or in the guard's drop);
-//! - the longest expiry latchkey sets (the waiter lease, which a handover to a
-//!   waiter gets) after that, if a fault hit Redis or the network from a lease before
-//!   the release to a waiter lease after the fault ended: the release may not have
-//!   reached Redis (nothing renews the lease any more, so it runs out), and a restart
-//!   or failover may bring back a key, with the expiry it had, that was released
-//!   after the snapshot it loads or the last write the replica received;
+//! - if a fault hit Redis or the network from a lease before the release to a
+//!   waiter lease after the fault ended: [`RELEASE_RETRY_US`] after the later of the
+//!   release and the fault's end (a release is retried until it lands), but never
+//!   later than the longest expiry latchkey sets (the waiter lease) after the
+//!   release (retries stop once the lease has ended anyway);
+//! - a restart or failover may bring back a key, with the expiry it had, that was
+//!   released after the snapshot it loads or the last write the replica received
+//!   (below);
 //! - the longest expiry latchkey sets after a restart or failover that loads older
 //!   state ended, for a key first seen while the server came back: such a restart
 //!   may bring back a key released at any time since that state was written, with
@@ -34,6 +36,10 @@ use crate::sampler::HoldRun;
 /// How long past its deadline an orphan may still be seen: the guard's background
 /// release, and scheduling on a loaded 2-core machine.
 pub const ORPHAN_SLACK_US: u64 = 100_000;
+/// How long after Redis answers again a release that met a fault lands: a request
+/// stuck on a stalled connection times out (1 s, the reply timeout), and the next
+/// try, on a fresh connection, comes within the longest retry pause (250 ms).
+pub const RELEASE_RETRY_US: u64 = 1_250_000;
 
 #[derive(Debug, Default, Serialize)]
 pub struct Stats {
@@ -122,7 +128,13 @@ fn released_orphan(history: &History, hold: &Hold, run: &HoldRun) -> Option<Orph
                 .is_some_and(|killed| cleanup.0 <= killed && killed <= cleanup.1)
     };
     let deadline_us = match &hold.end {
-        Some(_) if fault_near(history, gone) => gone + facts.ttl_us.max(facts.waiter_lease_us),
+        Some(_) if let Some(back) = redis_back_after(history, gone) => {
+            // A release that met the fault is retried until it lands: once Redis
+            // answers again, within one reply timeout and one retry pause; never
+            // later than the lease would have ended anyway.
+            let lease = facts.ttl_us.max(facts.waiter_lease_us);
+            (gone + lease).min(gone.max(back) + RELEASE_RETRY_US)
+        }
         Some(_) if frozen() => gone + facts.ttl_us,
         Some(_) => gone,
         None => gone + facts.ttl_us,
@@ -158,16 +170,22 @@ fn unknown_orphan(run: &HoldRun) -> Orphan {
     }
 }
 
-/// Whether a fault hit Redis or the network within a lease before `at`, or within
-/// the longest lease latchkey sets (the waiter lease) after it ended.
-fn fault_near(history: &History, at: u64) -> bool {
+/// If a fault hit Redis or the network within a lease before `at`, or within the
+/// longest lease latchkey sets (the waiter lease) after it ended: when the last
+/// such fault ended (Redis answering again).
+fn redis_back_after(history: &History, at: u64) -> Option<u64> {
     let facts = &history.facts;
     let lease = facts.ttl_us.max(facts.waiter_lease_us);
-    facts.faults.iter().any(|window| {
-        window.fault.hits_redis()
-            && window.from_us.saturating_sub(facts.ttl_us) <= at
-            && at <= window.to_us + lease
-    })
+    facts
+        .faults
+        .iter()
+        .filter(|window| {
+            window.fault.hits_redis()
+                && window.from_us.saturating_sub(facts.ttl_us) <= at
+                && at <= window.to_us + lease
+        })
+        .map(|window| window.to_us)
+        .max()
 }
 
 #[cfg(test)]
@@ -223,6 +241,23 @@ mod tests {
         assert!(v.violations.is_empty(), "{:?}", v.examples);
         // Renewed by someone past the lease: no fault explains that.
         let v = after_release(facts, 100_000 + lease + 2 * ORPHAN_SLACK_US);
+        assert_eq!(v.violations[&Property::Orphan], 1);
+    }
+
+    /// A release that met a short fault (a reset at 90–120 ms) is retried until it
+    /// lands: an orphan that outlives the fault by more than a retry is a release
+    /// tried once, even though the lease would allow more.
+    #[test]
+    fn a_release_that_met_a_short_fault_must_land_soon_after_it() {
+        let mut facts = facts();
+        facts.waiter_lease_us = 30_000_000;
+        facts
+            .faults
+            .push(window(Fault::ResetConnections, 90_000, 120_000, None));
+        let retried = 120_000 + super::RELEASE_RETRY_US;
+        let v = after_release(facts.clone(), retried);
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+        let v = after_release(facts, retried + 2 * ORPHAN_SLACK_US);
         assert_eq!(v.violations[&Property::Orphan], 1);
     }
 

@@ -136,11 +136,16 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
         let ended = self.surely_ended_by();
         let give_up_at = give_up_at.map_or(ended, |at| at.min(ended));
         let mut backoff = Backoff::new(RETRY_FIRST, RETRY_CAP);
+        // An earlier try may have freed the lock with its reply lost: a later try
+        // then finds it not ours. Sent while the lease surely lasted, it was ours.
+        let mut freed_unseen = false;
         loop {
+            let sent_while_ours = self.surely_ours();
             let error = match self.release_once().await {
-                Ok(released) => return Ok(released),
+                Ok(released) => return Ok(released || freed_unseen),
                 Err(error) => error,
             };
+            freed_unseen |= sent_while_ours && error.outcome_unknown();
             let pause = backoff.next_pause(None);
             if !error.is_transient() || Instant::now() + pause >= give_up_at {
                 return Err(error);
@@ -148,6 +153,15 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             tracing::debug!(key = %self.key, %error, "release failed; trying again on a fresh connection");
             tokio::time::sleep(pause).await;
         }
+    }
+
+    /// Whether the lock is held and its lease surely lasts, by our clock.
+    fn surely_ours(&self) -> bool {
+        self.state == HoldState::Held
+            && self
+                .lease
+                .as_ref()
+                .is_some_and(|lease| !lease.is_lost())
     }
 
     /// When whatever this owner may hold has surely ended by itself: a held lock's
