@@ -233,7 +233,10 @@
 //!   next waiter.
 //! - **Holding.** Dropping a [`MutexGuard`] releases the lock in the background,
 //!   handing it to the next waiter as an explicit release does; renewal stops first.
-//!   The drop never blocks and never panics. Dropping a
+//!   The drop never blocks and never panics. Every release in the background (of a
+//!   dropped guard, or a wait's exit from the queue) is retried on transient
+//!   failures, on a fresh connection, until it lands or the lease it would free has
+//!   ended. Dropping a
 //!   [`release`](MutexGuard::release) future, or a release that failed, does the
 //!   same.
 //! - **Extending.** Dropping an [`extend`](MutexGuard::extend) future may or may not

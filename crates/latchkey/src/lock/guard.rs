@@ -365,11 +365,20 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
     /// A re-entered guard that is not the last only drops its count, with no round
     /// trip; it answers `Ok(false)` if the lease is already known lost.
     ///
+    /// Renewal stops first, and a renewal already in flight is waited for, so none
+    /// runs after the release. A transient failure (a reset connection, a reply that
+    /// timed out, a server loading its data) is retried on a fresh connection, with
+    /// capped backoff (10 ms doubling to 250 ms), for up to 3 s while the lease lasts;
+    /// a retry that finds the lock gone after a try whose reply was lost counts it
+    /// as ours.
+    ///
     /// # Errors
     ///
-    /// [`Error::Unreachable`] and the other errors a reply can carry. The lock is then
-    /// still released: a second try runs in the background, and if that fails too
-    /// the lock frees itself when its lease ends.
+    /// [`Error::Unreachable`] and the other errors a reply can carry, once the 3 s
+    /// have passed (or at once, for an error a retry cannot mend). The lock is then
+    /// still released: the tries go on in the background until they land or the
+    /// lease has ended ([`finish_background_releases`](crate::finish_background_releases)
+    /// waits for them).
     ///
     /// # Cancel safety
     ///

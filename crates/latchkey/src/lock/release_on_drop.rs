@@ -157,11 +157,7 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
 
     /// Whether the lock is held and its lease surely lasts, by our clock.
     fn surely_ours(&self) -> bool {
-        self.state == HoldState::Held
-            && self
-                .lease
-                .as_ref()
-                .is_some_and(|lease| !lease.is_lost())
+        self.state == HoldState::Held && self.lease.as_ref().is_some_and(|lease| !lease.is_lost())
     }
 
     /// When whatever this owner may hold has surely ended by itself: a held lock's
