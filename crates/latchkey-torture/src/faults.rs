@@ -71,10 +71,14 @@ pub enum Fault {
     RestartMasterLate,
     /// (`--quorum`) Kill one master and restart it at once from its append-only file.
     KillMaster,
+    /// An operator breaks a random lock (`latchkey release --force`): its holder must
+    /// learn it at its next renewal, and nothing may take the lock back.
+    ForceRelease,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 14] = [
+    pub const ALL: [Fault; 15] = [
+        Fault::ForceRelease,
         Fault::KillWorker,
         Fault::PauseWorker,
         Fault::PauseRedis,
@@ -93,7 +97,8 @@ impl Fault {
 
     /// The faults of a `--cluster` run (the network faults need the proxy, which a
     /// cluster run has not: cluster clients must reach every node by its address).
-    pub const CLUSTER: [Fault; 6] = [
+    pub const CLUSTER: [Fault; 7] = [
+        Fault::ForceRelease,
         Fault::KillWorker,
         Fault::PauseWorker,
         Fault::ClientKill,
@@ -104,7 +109,8 @@ impl Fault {
 
     /// The faults of a `--quorum` run: the network faults hit the proxy of one
     /// master (a connection reset hits them all).
-    pub const QUORUM: [Fault; 11] = [
+    pub const QUORUM: [Fault; 12] = [
+        Fault::ForceRelease,
         Fault::KillWorker,
         Fault::PauseWorker,
         Fault::ClientKill,
@@ -134,7 +140,8 @@ impl Fault {
     pub fn forgets(self) -> bool {
         matches!(
             self,
-            Fault::RestartRedisNow
+            Fault::ForceRelease
+                | Fault::RestartRedisNow
                 | Fault::RestartFromSnapshot
                 | Fault::RestartFromAof
                 | Fault::Failover
@@ -148,7 +155,7 @@ impl Fault {
     pub fn hits_redis(self) -> bool {
         !matches!(
             self,
-            Fault::KillWorker | Fault::PauseWorker | Fault::Snapshot
+            Fault::KillWorker | Fault::PauseWorker | Fault::Snapshot | Fault::ForceRelease
         )
     }
 
@@ -182,11 +189,16 @@ pub async fn inject(
     ttl: Duration,
     servers: &mut Servers,
     workers: &mut Workers,
+    locks: &[String],
     rng: &mut impl Rng,
 ) -> io::Result<FaultWindow> {
     let from_us = now_us();
     let mut worker = None;
     match (fault, servers) {
+        (Fault::ForceRelease, servers) => {
+            let lock = &locks[rng.random_range(0..locks.len())];
+            force_release(&servers.url(), lock).await;
+        }
         (Fault::KillWorker, _) => worker = Some(workers.kill_one(rng).await),
         (Fault::PauseWorker, _) => worker = Some(pause_worker(ttl, workers, rng).await),
         (_, Servers::Single(servers)) => on_one_node(fault, ttl, servers, rng).await?,
@@ -199,6 +211,45 @@ pub async fn inject(
         to_us: now_us(),
         worker,
     })
+}
+
+/// Breaks `lock` as an operator would, through the workers' `--lock-url`. A lock
+/// that is free, or changed hands under every try, or a server that does not
+/// answer: then the fault did nothing, which is no failure of the run.
+async fn force_release(url: &str, lock: &str) {
+    let broken = match url.strip_prefix("quorum:") {
+        Some(masters) => {
+            let masters: Vec<&str> = masters.split(',').collect();
+            match latchkey::Client::open_quorum(&masters).await {
+                Ok(client) => break_lock(&client, lock).await,
+                Err(error) => Err(error),
+            }
+        }
+        None => {
+            let client = match url.strip_prefix("cluster:") {
+                Some(seeds) => {
+                    latchkey::Client::open_cluster(&seeds.split(',').collect::<Vec<_>>()).await
+                }
+                None => latchkey::Client::open(url).await,
+            };
+            match client {
+                Ok(client) => break_lock(&client, lock).await,
+                Err(error) => Err(error),
+            }
+        }
+    };
+    if let Err(error) = broken {
+        eprintln!("latchkey-torture: force_release of {lock} did nothing: {error}");
+    }
+}
+
+async fn break_lock<
+    S: latchkey::store::Pass + latchkey::store::WakeUps + latchkey::store::Inspect,
+>(
+    client: &latchkey::Client<S>,
+    lock: &str,
+) -> latchkey::Result<()> {
+    client.mutex(lock)?.force_release().await.map(|_| ())
 }
 
 /// SIGSTOPs a worker for three leases; returns its slot.

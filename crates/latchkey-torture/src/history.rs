@@ -62,6 +62,8 @@ pub struct Hold {
     pub fence: u64,
     pub attempt_start_us: u64,
     pub acquired_us: u64,
+    /// The lease it asked for.
+    pub ttl_us: u64,
     /// `None`: its process was killed before it logged the end.
     pub end: Option<HoldEnd>,
     /// When its process was killed, if it was.
@@ -154,7 +156,12 @@ impl History {
                 fence,
                 attempt_start_us,
                 at_us,
+                ttl_us,
             } => {
+                let ttl_us = match ttl_us {
+                    0 => self.facts.ttl_us,
+                    logged => logged,
+                };
                 holds.insert(
                     holder,
                     Hold {
@@ -164,6 +171,7 @@ impl History {
                         fence,
                         attempt_start_us,
                         acquired_us: at_us,
+                        ttl_us,
                         end: None,
                         killed_us,
                     },

@@ -184,9 +184,16 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
         tokio::time::sleep(Duration::from_millis(rng.random_range(300..1200))).await;
         let fault = Fault::pick(&mut rng, &servers);
         progress.set_message(format!("{fault:?}"));
-        let window = faults::inject(fault, args.ttl, &mut servers, &mut workers, &mut rng)
-            .await
-            .map_err(|e| format!("injecting {fault:?}: {e}"))?;
+        let window = faults::inject(
+            fault,
+            args.ttl,
+            &mut servers,
+            &mut workers,
+            &locks,
+            &mut rng,
+        )
+        .await
+        .map_err(|e| format!("injecting {fault:?}: {e}"))?;
         faults.push(window);
         progress.set_position(started.elapsed().as_secs());
     }

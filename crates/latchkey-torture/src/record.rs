@@ -30,6 +30,9 @@ pub enum Record {
         /// When the attempt that won began (the grant happened after it).
         attempt_start_us: u64,
         at_us: u64,
+        /// The lease it asked for (0 in logs from before it was logged: the run's).
+        #[serde(default)]
+        ttl_us: u64,
     },
     /// The critical section ended and the guard was released.
     Ended {

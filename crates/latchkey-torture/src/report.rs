@@ -86,6 +86,10 @@ fn print_text(report: &Report) {
         v.orphans.over_bound
     );
     println!(
+        "resurrections: {} tokens set again after their release, {} explained by a restore or a delayed request",
+        v.resurrections.reappeared, v.resurrections.excused
+    );
+    println!(
         "violations {}: {}",
         v.violation_count(),
         list(&v.violations)

@@ -19,6 +19,14 @@ use crate::record::{HoldEnd, Holder, Mode, Outcome, Record, now_us, wall_us};
 /// Share of acquisitions that take a fixed lease and then outlive it, as a process
 /// stalled by a long GC pause would.
 const OUTLIVE_SHARE: f64 = 0.1;
+/// Share of acquisitions with a long renewed lease (the library's default is 30 s):
+/// a lock such a holder leaves behind, or a release of it tried only once, would
+/// stay for nobody for [`LONG_TTL`], which the checker's bounds do not allow.
+const LONG_SHARE: f64 = 0.05;
+pub const LONG_TTL: Duration = Duration::from_secs(10);
+/// Share of short-lease sections that end about when the watchdog renews (a third
+/// of the lease): the release races a renewal, which must never recreate the lock.
+const RENEWAL_DUE_SHARE: f64 = 0.15;
 /// How long a queued waiter that stopped renewing keeps its place, set explicitly
 /// so the checker's bounds do not move with the library's default.
 pub const WAITER_LEASE: Duration = Duration::from_secs(1);
@@ -116,8 +124,12 @@ async fn task_loop<S: Pass + WakeUps>(mut shared: Shared<S>, mut holder: Holder)
     while !shared.stopping.load(Ordering::Relaxed) {
         holder.seq += 1;
         let lock = format!("torture:{}", rng.random_range(0..shared.args.locks));
-        let outlive = rng.random_bool(OUTLIVE_SHARE);
-        let Some(mutex) = mutex(&shared, &lock, outlive) else {
+        let lease = match (rng.random_bool(OUTLIVE_SHARE), rng.random_bool(LONG_SHARE)) {
+            (true, _) => Held::Outlived,
+            (false, true) => Held::Long,
+            (false, false) => Held::Short,
+        };
+        let Some(mutex) = mutex(&shared, &lock, lease) else {
             return;
         };
         let start_us = now_us();
@@ -146,21 +158,47 @@ async fn task_loop<S: Pass + WakeUps>(mut shared: Shared<S>, mut holder: Holder)
             mode: attempted.mode,
             attempt_start_us: start_us,
             acquired_us: attempted.end_us,
-            hold: match outlive {
-                true => shared.args.ttl * 2,
-                false => Duration::from_millis(rng.random_range(1..20)),
+            ttl: lease.ttl(shared.args.ttl),
+            hold: match lease {
+                Held::Outlived => shared.args.ttl * 2,
+                // A renewal is due (or in flight) just as the release goes out.
+                Held::Short if rng.random_bool(RENEWAL_DUE_SHARE) => {
+                    shared.args.ttl / 3 + Duration::from_millis(rng.random_range(0..15))
+                }
+                Held::Short | Held::Long => Duration::from_millis(rng.random_range(1..20)),
             },
         };
         section.run(&mut shared, guard, &mutex, &mut rng).await;
     }
 }
 
+/// The lease an acquisition asks for.
+#[derive(Clone, Copy)]
+enum Held {
+    /// Renewed, the run's `--ttl`.
+    Short,
+    /// Renewed, [`LONG_TTL`].
+    Long,
+    /// Fixed, the run's `--ttl`, and the section outlives it.
+    Outlived,
+}
+
+impl Held {
+    fn ttl(self, run_ttl: Duration) -> Duration {
+        match self {
+            Held::Long => LONG_TTL,
+            Held::Short | Held::Outlived => run_ttl,
+        }
+    }
+}
+
 /// The lock as this acquisition wants it: renewed, or a fixed lease it will outlive.
-fn mutex<S: Pass + WakeUps>(shared: &Shared<S>, lock: &str, outlive: bool) -> Option<Mutex<S>> {
+fn mutex<S: Pass + WakeUps>(shared: &Shared<S>, lock: &str, held: Held) -> Option<Mutex<S>> {
     let mutex = shared.client.mutex(lock).ok()?;
-    let lease = match outlive {
-        true => Lease::fixed(shared.args.ttl),
-        false => Lease::renewed(shared.args.ttl),
+    let ttl = held.ttl(shared.args.ttl);
+    let lease = match held {
+        Held::Outlived => Lease::fixed(ttl),
+        Held::Short | Held::Long => Lease::renewed(ttl),
     };
     let waiter_lease = Ttl::new(WAITER_LEASE).ok()?;
     Some(
@@ -177,6 +215,8 @@ struct Section {
     mode: Mode,
     attempt_start_us: u64,
     acquired_us: u64,
+    /// The lease asked for.
+    ttl: Duration,
     hold: Duration,
 }
 
@@ -196,6 +236,7 @@ impl Section {
             fence,
             attempt_start_us: self.attempt_start_us,
             at_us: self.acquired_us,
+            ttl_us: crate::record::micros(self.ttl),
         });
         let section_start = now_us();
         tokio::time::sleep(self.hold).await;

@@ -38,7 +38,8 @@ pub fn check(history: &History, verdict: &mut Verdict) {
             let reach = a.valid.1.max(a.section.1);
             for b in windows[i + 1..].iter().take_while(|b| b.valid.0 < reach) {
                 if overlap(a.valid, b.valid) {
-                    if let Some(window) = in_amnesia(&amnesia, b.valid.0, a.valid.1) {
+                    if let Some(window) = in_amnesia(&amnesia, b.valid.0, a.valid.1, a.hold.ttl_us)
+                    {
                         *verdict
                             .overlaps_after_amnesia
                             .entry(window.fault)

@@ -63,6 +63,7 @@ pub fn held(worker: usize, seq: u64, fence: u64, valid: (u64, u64)) -> Vec<Recor
             fence,
             attempt_start_us: valid.0,
             at_us: valid.0,
+            ttl_us: TTL,
         },
         Record::Ended {
             holder,

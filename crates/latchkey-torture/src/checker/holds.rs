@@ -49,7 +49,7 @@ pub fn check(history: &History, verdict: &mut Verdict) {
         }
         if end.released == Some(false)
             && !end.lost
-            && in_amnesia(&amnesia, hold.acquired_us, end.release_us).is_none()
+            && in_amnesia(&amnesia, hold.acquired_us, end.release_us, hold.ttl_us).is_none()
         {
             verdict.violate(
                 Property::LostSignal,

@@ -8,6 +8,7 @@ mod fixtures;
 mod holds;
 mod liveness;
 mod orphans;
+mod resurrection;
 mod waits;
 
 use std::collections::BTreeMap;
@@ -41,6 +42,8 @@ pub enum Property {
     Liveness,
     /// No lock held by a token nobody holds, beyond the bound.
     Orphan,
+    /// No token set again after its guard was gone.
+    Resurrection,
 }
 
 /// One broken promise.
@@ -75,6 +78,7 @@ pub struct Verdict {
     pub waits: waits::Stats,
     pub liveness: liveness::Stats,
     pub orphans: orphans::Stats,
+    pub resurrections: resurrection::Stats,
     /// Violations by property.
     pub violations: BTreeMap<Property, usize>,
     /// The first few of each property.
@@ -105,39 +109,41 @@ pub fn check(history: &History) -> Verdict {
     waits::check(history, &mut verdict);
     liveness::check(history, &mut verdict);
     orphans::check(history, &mut verdict);
+    resurrection::check(history, &mut verdict);
     verdict
 }
 
-/// A window (wall µs) during which Redis may not know of grants it made, and the
-/// fault that opened it: from the kill until three leases after the server is back
-/// (a holder may believe a lease granted just before for that long).
+/// A fault during which Redis may forget grants it made (wall µs): from the kill
+/// until the server is back. A holder may believe in a lease granted just before
+/// for three of its leases after that ([`in_amnesia`]).
 struct Amnesia {
     from_us: u64,
-    until_us: u64,
+    back_us: u64,
     fault: Fault,
 }
 
 fn amnesia_windows(history: &History) -> Vec<Amnesia> {
-    let facts = &history.facts;
-    facts
+    history
+        .facts
         .faults
         .iter()
         .filter(|window| window.fault.forgets())
         .map(|window| Amnesia {
             from_us: window.from_us,
-            until_us: window.to_us + 3 * facts.ttl_us,
+            back_us: window.to_us,
             fault: window.fault,
         })
         .collect()
 }
 
-/// The amnesia window that `[from, to]` overlaps, if any: preferably the latest to
-/// open before `from` (the second grant), since the last fault before it is the one
-/// that made Redis forget the first.
-fn in_amnesia(windows: &[Amnesia], from: u64, to: u64) -> Option<&Amnesia> {
+/// The amnesia window that `[from, to]` overlaps, if any, for a holder whose lease
+/// is `ttl_us` (its window lasts three such leases after the server is back):
+/// preferably the latest to open before `from` (the second grant), since the last
+/// fault before it is the one that made Redis forget the first.
+fn in_amnesia(windows: &[Amnesia], from: u64, to: u64, ttl_us: u64) -> Option<&Amnesia> {
     windows
         .iter()
-        .filter(|window| from < window.until_us && to > window.from_us)
+        .filter(|window| from < window.back_us + 3 * ttl_us && to > window.from_us)
         .max_by_key(|window| (window.from_us <= from, window.from_us))
 }
 

@@ -127,30 +127,31 @@ fn released_orphan(history: &History, hold: &Hold, run: &HoldRun) -> Option<Orph
                 .killed_us
                 .is_some_and(|killed| cleanup.0 <= killed && killed <= cleanup.1)
     };
+    // The longest expiry this holder's keys may have: its lease, or a handover's
+    // waiter lease.
+    let lease = hold.ttl_us.max(facts.waiter_lease_us);
     let deadline_us = match &hold.end {
-        Some(_) if let Some(back) = redis_back_after(history, gone) => {
+        Some(_) if let Some(back) = redis_back_after(history, gone, lease) => {
             // A release that met the fault is retried until it lands: once Redis
             // answers again, within one reply timeout and one retry pause; never
             // later than the lease would have ended anyway.
-            let lease = facts.ttl_us.max(facts.waiter_lease_us);
             (gone + lease).min(gone.max(back) + RELEASE_RETRY_US)
         }
-        Some(_) if frozen() => gone + facts.ttl_us,
+        Some(_) if frozen() => gone + hold.ttl_us,
         Some(_) => gone,
-        None => gone + facts.ttl_us,
+        None => gone + hold.ttl_us,
     };
     Some(Orphan {
         since_us: gone.max(run.first_us),
-        deadline_us: deadline_us.max(restored_until(history, run.first_us)),
+        deadline_us: deadline_us.max(restored_until(history, run.first_us, lease)),
     })
 }
 
 /// Until when a key first seen at `seen_us` may have been brought back by a restart
-/// or failover that loaded older state (0 if none did): a waiter lease, the longest
-/// expiry latchkey sets, after the server was back.
-fn restored_until(history: &History, seen_us: u64) -> u64 {
+/// or failover that loaded older state (0 if none did): `lease`, the longest expiry
+/// its holder's keys may have, after the server was back.
+fn restored_until(history: &History, seen_us: u64, lease: u64) -> u64 {
     let facts = &history.facts;
-    let lease = facts.ttl_us.max(facts.waiter_lease_us);
     facts
         .faults
         .iter()
@@ -170,12 +171,11 @@ fn unknown_orphan(run: &HoldRun) -> Orphan {
     }
 }
 
-/// If a fault hit Redis or the network within a lease before `at`, or within the
-/// longest lease latchkey sets (the waiter lease) after it ended: when the last
-/// such fault ended (Redis answering again).
-fn redis_back_after(history: &History, at: u64) -> Option<u64> {
+/// If a fault hit Redis or the network within a lease before `at`, or within
+/// `lease` (the longest expiry the holder's keys may have) after it ended: when the
+/// last such fault ended (Redis answering again).
+fn redis_back_after(history: &History, at: u64, lease: u64) -> Option<u64> {
     let facts = &history.facts;
-    let lease = facts.ttl_us.max(facts.waiter_lease_us);
     facts
         .faults
         .iter()

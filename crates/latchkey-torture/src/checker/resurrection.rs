@@ -1,0 +1,151 @@
+//! No resurrection: once a guard was gone (its release returned, or it was dropped),
+//! its token never appears in a lock key again. A sampled run of the token that
+//! *starts* after that (its first sample was sent after the release had returned)
+//! means something set the lock again under the old token: a renewal in flight at
+//! the release taking the lock back, a late take-back after an operator's
+//! `force_release`, a release retried as an acquire.
+//!
+//! Excused, since no client can prevent them: a restart or failover that loads older
+//! state (the key comes back with the expiry it had), and a request the network or
+//! a paused server delayed past the release (a stall, a black hole, added latency,
+//! a paused server or master), from the hold's attempt to its end.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::{Property, Verdict};
+use crate::faults::Fault;
+use crate::history::{History, Hold};
+use crate::sampler::HoldRun;
+
+/// How long a sample may take to be answered: a run whose first sample was
+/// answered later than this after the release may have been sent before it.
+const SAMPLE_IN_FLIGHT_US: u64 = 100_000;
+
+#[derive(Debug, Default, Serialize)]
+pub struct Stats {
+    /// Runs of a token that started after its guard was gone.
+    pub reappeared: usize,
+    /// Of those, explained by a restore of older state or a delayed request.
+    pub excused: usize,
+}
+
+pub fn check(history: &History, verdict: &mut Verdict) {
+    let guards: HashMap<&str, &Hold> = history
+        .holds
+        .iter()
+        .map(|hold| (hold.owner.as_str(), hold))
+        .collect();
+    for run in &history.facts.samples {
+        let Some(hold) = guards.get(run.token.as_str()) else {
+            continue;
+        };
+        let Some(gone) = hold.gone_us() else {
+            continue;
+        };
+        if run.first_us <= gone + SAMPLE_IN_FLIGHT_US {
+            continue;
+        }
+        verdict.resurrections.reappeared += 1;
+        if excused(history, hold, gone, run) {
+            verdict.resurrections.excused += 1;
+            continue;
+        }
+        verdict.violate(
+            Property::Resurrection,
+            format!(
+                "{}: token {}… of {:?} set again {} ms after its release returned",
+                run.lock,
+                run.token.get(..8).unwrap_or(&run.token),
+                hold.holder,
+                (run.first_us - gone) / 1000
+            ),
+        );
+    }
+}
+
+/// Whether a restore of older state, or a fault that delays requests during the
+/// hold, explains the token's return.
+fn excused(history: &History, hold: &Hold, gone: u64, run: &HoldRun) -> bool {
+    let facts = &history.facts;
+    let lease = hold.ttl_us.max(facts.waiter_lease_us);
+    facts.faults.iter().any(|window| {
+        let restored = window.fault.restores_older_state()
+            && window.from_us <= run.first_us
+            && run.first_us <= window.to_us + lease;
+        let delayed = delays_requests(window.fault)
+            && window.from_us <= gone
+            && hold.attempt_start_us <= window.to_us;
+        restored || delayed
+    })
+}
+
+/// Faults that hold requests back and let them run later.
+fn delays_requests(fault: Fault) -> bool {
+    matches!(
+        fault,
+        Fault::StallNetwork
+            | Fault::BlackHole
+            | Fault::Latency
+            | Fault::PauseRedis
+            | Fault::PausePrimary
+            | Fault::PauseMaster
+            | Fault::PauseMinority
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::super::{Property, check};
+    use crate::faults::Fault;
+    use crate::sampler::HoldRun;
+
+    /// Holder 0 released at 100 ms; its token seen again from `first_us`.
+    fn seen_again(facts: crate::history::RunFacts, first_us: u64) -> super::super::Verdict {
+        let mut facts = facts;
+        facts.samples.push(HoldRun {
+            lock: "l".into(),
+            token: owner(0, 1),
+            first_us,
+            last_us: first_us + 20_000,
+            first_pttl_ms: 300,
+        });
+        check(&history(facts, &[(None, held(0, 1, 1, (0, 100_000)))]))
+    }
+
+    #[test]
+    fn a_token_set_again_after_its_release_is_a_violation() {
+        let v = seen_again(facts(), 400_000);
+        assert_eq!(v.violations[&Property::Resurrection], 1);
+    }
+
+    #[test]
+    fn a_sample_in_flight_at_the_release_is_not() {
+        let v = seen_again(facts(), 150_000);
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+    }
+
+    #[test]
+    fn a_restore_or_a_delayed_request_explains_it() {
+        for (fault, from, to) in [
+            (Fault::RestartFromSnapshot, 350_000, 380_000),
+            (Fault::StallNetwork, 50_000, 350_000),
+        ] {
+            let mut facts = facts();
+            facts.faults.push(window(fault, from, to, None));
+            let v = seen_again(facts, 400_000);
+            assert!(v.violations.is_empty(), "{fault:?}: {:?}", v.examples);
+            assert_eq!(v.resurrections.excused, 1);
+        }
+        // A restart that empties Redis brings nothing back, and an operator's
+        // force_release is never undone.
+        for fault in [Fault::RestartRedisNow, Fault::ForceRelease] {
+            let mut facts = facts();
+            facts.faults.push(window(fault, 50_000, 350_000, None));
+            let v = seen_again(facts, 400_000);
+            assert_eq!(v.violations[&Property::Resurrection], 1, "{fault:?}");
+        }
+    }
+}
