@@ -156,7 +156,17 @@ pub async fn connect(global: &Global) -> Result<Connected, Failure> {
 pub async fn client(global: &Global) -> Result<Client, Failure> {
     Prefix::new(&global.prefix)?;
     let connected = match deployment(global)? {
-        Deployment::Single(url) => Client::from_redis_client(redis_client(global, url)?).await,
+        Deployment::Single(url) => {
+            match Client::from_redis_client(redis_client(global, url)?).await {
+                // One node of a cluster: lock on the cluster, as `redis-cli -c` would.
+                Err(latchkey::Error::ClusterNode { .. }) => {
+                    no_tls_files(global, "a Redis Cluster")?;
+                    tracing::debug!(%url, "a Redis Cluster node: locking on its cluster");
+                    Client::open_cluster(&tls_urls(global, &[url.to_owned()])?).await
+                }
+                other => other,
+            }
+        }
         Deployment::Cluster(seeds) => {
             no_tls_files(global, "--cluster")?;
             Client::open_cluster(&tls_urls(global, seeds)?).await

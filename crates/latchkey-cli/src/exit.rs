@@ -84,7 +84,7 @@ impl Failure {
 impl From<Error> for Failure {
     fn from(error: Error) -> Self {
         let status = match &error {
-            Error::InvalidArgument(_) => USAGE,
+            Error::InvalidArgument(_) | Error::ClusterNode { .. } => USAGE,
             Error::Busy { .. } | Error::Contended { .. } => TEMPFAIL,
             Error::Unreachable { .. }
             | Error::AuthFailed { .. }

@@ -469,6 +469,101 @@ fn bench_writes_its_json_and_chart() {
     );
 }
 
+/// Commands latchkey's Rust code (and redis-rs under it) sends itself, beside the
+/// ones its Lua scripts call: connecting (`HELLO`, `SELECT`, `PING`), loading and
+/// running scripts, listening for wake-ups, `list`, `--wait-replicas`, Cluster slot
+/// maps, and optimistic transactions.
+const SENT_BY_THE_CLIENT: [&str; 19] = [
+    "hello",
+    "select",
+    "ping",
+    "evalsha",
+    "script|load",
+    "subscribe",
+    "unsubscribe",
+    "ssubscribe",
+    "sunsubscribe",
+    "scan",
+    "get",
+    "pttl",
+    "wait",
+    "cluster|slots",
+    "watch",
+    "unwatch",
+    "multi",
+    "exec",
+    "client|id",
+];
+
+/// Every command every Lua script under `crates/latchkey/src/scripts` calls, read
+/// from the scripts themselves (`redis.call('X'` and `redis.pcall(... 'X' ...`).
+fn commands_the_scripts_call() -> std::collections::BTreeSet<String> {
+    fn walk(dir: &Path, found: &mut std::collections::BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, found);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "lua") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            // The command is what comes before the first comma of a call: a quoted
+            // name, or a choice of two (`sharded and 'SPUBLISH' or 'PUBLISH'`).
+            for call in text.split("call(").skip(1) {
+                let name = call.split([',', ')']).next().unwrap_or_default();
+                for word in name.split('\'').skip(1).step_by(2) {
+                    found.insert(word.to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../latchkey/src/scripts");
+    let mut found = std::collections::BTreeSet::new();
+    walk(&scripts, &mut found);
+    found
+}
+
+/// The README's ACL line allows every command the scripts call and the client
+/// sends: a script that starts calling a new command fails this test until the
+/// line says so.
+#[test]
+fn the_readme_acl_line_covers_every_command_latchkey_sends() {
+    let (_, _, rules) = readme_acl_line();
+    let allowed: Vec<&str> = rules
+        .split_whitespace()
+        .filter_map(|rule| rule.strip_prefix('+'))
+        .collect();
+    let line: Vec<&str> = rules
+        .split_whitespace()
+        .filter(|rule| *rule != "on" && !rule.starts_with('>'))
+        .collect();
+    let expected = latchkey::ACL_RULES.replace('P', "myapp:");
+    assert_eq!(
+        line.join(" "),
+        expected,
+        "the README's line is not ACL_RULES"
+    );
+    let scripts = commands_the_scripts_call();
+    assert!(
+        scripts.contains("zadd") && scripts.contains("publish"),
+        "{scripts:?}"
+    );
+    let missing: Vec<String> = scripts
+        .iter()
+        .map(String::as_str)
+        .chain(SENT_BY_THE_CLIENT)
+        .filter(|command| !allowed.contains(command))
+        .map(|command| format!("+{command}"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the README's ACL line lacks {}",
+        missing.join(" ")
+    );
+}
+
 #[test]
 fn every_command_works_for_a_user_made_by_the_readme_acl_line() {
     let (user, password, rules) = readme_acl_line();
@@ -492,8 +587,93 @@ fn every_command_works_for_a_user_made_by_the_readme_acl_line() {
     assert!(stdout(&listed).starts_with('['));
     as_user(&["status", "job", "--json"]);
     as_user(&["release", "job", "--force"]);
-    as_user(&["throttle", "sms:1", "--limit", "1", "--per", "1m"]);
+    for algo in ["cooldown", "fixed", "sliding", "gcra"] {
+        let key = format!("sms:{algo}");
+        let limit: &[&str] = match algo {
+            "cooldown" => &[],
+            _ => &["--limit", "3"],
+        };
+        as_user(&[&["throttle", &key, "--algo", algo, "--per", "1m"], limit].concat());
+        let peek = [
+            &["throttle", &key, "--algo", algo, "--per", "1m", "--peek"],
+            limit,
+        ]
+        .concat();
+        let peeked = latchkey(&server)
+            .env("LATCHKEY_REDIS", &url)
+            .env("LATCHKEY_PREFIX", "myapp:")
+            .args(&peek)
+            .output()
+            .unwrap();
+        // Allowed (0) or over the limit (1), never refused by the ACL (69).
+        assert!(
+            matches!(peeked.status.code(), Some(0 | 1)),
+            "{peek:?}: {}",
+            stderr(&peeked)
+        );
+    }
+    as_user(&[
+        "sem",
+        "run",
+        "pool",
+        "--permits",
+        "2",
+        "--weight",
+        "2",
+        "--",
+        "true",
+    ]);
+    as_user(&["rw", "run", "doc", "--read", "--", "true"]);
+    as_user(&["rw", "run", "doc", "--write", "--", "true"]);
+    as_user(&["status", "pool", "--json"]);
     wait_for_exit(holder);
+}
+
+/// What the demos need beside the README's line, for their own data; the README
+/// says so.
+const DEMO_DATA_RULES: &str = "+incr +incrby +decr +decrby +mget +mset +rpush +llen +expire";
+
+/// The demos keep their keys outside any prefix: the README's line with `~* &*`,
+/// as it says for no prefix, and the demos' data commands run each of them.
+#[cfg(feature = "demo")]
+#[test]
+fn every_demo_works_for_a_user_made_by_the_readme_acl_line_without_a_prefix() {
+    let (user, password, rules) = readme_acl_line();
+    let rules = rules
+        .split_whitespace()
+        .map(|rule| match rule {
+            r if r.starts_with('~') => "~*",
+            r if r.starts_with('&') => "&*",
+            r => r,
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(include_str!("../../../README.md").contains(DEMO_DATA_RULES));
+    let rules = format!("{rules} {DEMO_DATA_RULES}");
+    let server = RedisServer::builder()
+        .user(&user, &password, &rules)
+        .start()
+        .unwrap();
+    let url = server.url_as(&user, &password);
+    for demo in [
+        &["demo", "flash-sale", "--quiet"][..],
+        &["demo", "flash-sale", "--semaphore", "3", "--quiet"],
+        &["demo", "transfer", "--quiet"],
+        &["demo", "throttle", "--quiet"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+            .env("LATCHKEY_REDIS", &url)
+            .env_remove("LATCHKEY_PREFIX")
+            .args(demo)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{demo:?}: {}", stderr(&output));
+        let shown = stdout(&output);
+        // The plain flash-sale ends as the README's quick start shows; the others
+        // with an invariant line.
+        let held = shown.contains("invariant held") || shown.trim_end().ends_with("oversold 0");
+        assert!(held, "{demo:?}: {shown}");
+    }
 }
 
 #[test]

@@ -107,6 +107,67 @@ fn every_command_works_on_a_cluster() {
     every_command(&cluster.seeds(), &["--cluster"], &names);
 }
 
+/// One cluster node given without `--cluster`: latchkey locks on its cluster, as
+/// `redis-cli -c` would, instead of following MOVED for ever.
+#[test]
+fn one_cluster_node_without_cluster_locks_on_its_cluster() {
+    let cluster = RedisCluster::start().unwrap();
+    let one = vec![cluster.seeds()[0].clone()];
+    // Keys on every primary, so most are MOVED from the node given.
+    let names: Vec<String> = (0..12).map(|n| format!("job:{n}")).collect();
+    for name in &names {
+        let started = Instant::now();
+        let ran = latchkey(&one, &["run", name, "--wait", "10s", "--", "true"]);
+        assert_eq!(ran.status.code(), Some(0), "{name}: {}", stderr(&ran));
+        assert!(started.elapsed() < Duration::from_secs(10), "{name} hung");
+    }
+    // Three nodes of one cluster are not a quorum: a clear usage error, at once.
+    let three: Vec<String> = cluster.seeds().into_iter().take(3).collect();
+    let quorum = latchkey(&three, &["run", "job", "--wait", "3s", "--", "true"]);
+    assert_eq!(quorum.status.code(), Some(64), "{}", stderr(&quorum));
+    assert!(
+        stderr(&quorum).contains("Redis Cluster node"),
+        "{}",
+        stderr(&quorum)
+    );
+}
+
+/// A quorum refuses a replica and a master given twice under two names.
+#[test]
+fn a_quorum_refuses_replicas_and_a_master_given_twice() {
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+    let replica = RedisServer::start().unwrap();
+    replica.replicate(&masters[0]).unwrap();
+    let urls = |servers: &[&RedisServer]| servers.iter().map(|s| s.url()).collect::<Vec<_>>();
+    let with_replica = latchkey(
+        &urls(&[&masters[0], &masters[1], &replica]),
+        &["run", "job", "--", "true"],
+    );
+    assert_eq!(
+        with_replica.status.code(),
+        Some(64),
+        "{}",
+        stderr(&with_replica)
+    );
+    assert!(
+        stderr(&with_replica).contains("replica"),
+        "{}",
+        stderr(&with_replica)
+    );
+    let twice = vec![
+        masters[0].url(),
+        masters[1].url(),
+        format!("redis://localhost:{}", masters[0].port()),
+    ];
+    let output = latchkey(&twice, &["run", "job", "--", "true"]);
+    assert_eq!(output.status.code(), Some(64), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("same server"),
+        "{}",
+        stderr(&output)
+    );
+}
+
 #[test]
 fn the_readme_acl_line_is_enough_on_a_cluster() {
     let (user, password, rules) = readme_acl_line();

@@ -4,13 +4,23 @@ use std::time::Duration;
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
-/// What an ACL user needs, as `ACL SETUSER` rules; `P` stands for the key prefix.
-/// The scripts run as the user, so every command they call is listed. The README's
-/// ACL line is the same, and a test runs every CLI command through a user made from it.
-const ACL_NEEDS: &str = "resetkeys ~P* ~{P* resetchannels &P* &{P* -@all +ping +select +get +scan \
-     +evalsha +script|load +subscribe +unsubscribe +publish +time +del +exists +incr +set \
-     +pexpire +pttl +zadd +zcard +zrange +zrem +zscore +wait +hello +cluster|slots +spublish \
-     +ssubscribe +sunsubscribe";
+/// What an ACL user needs, as `ACL SETUSER` rules, where `P` stands for the key
+/// prefix (with no prefix, `~* &*`). The scripts run their commands as the user, so
+/// every command a script calls is listed, with those the client sends itself
+/// (connecting, scripts, wake-ups, `list`, `--wait-replicas`, Redis Cluster,
+/// optimistic transactions). The README's ACL line is this one for the prefix
+/// `myapp:`; a test checks it covers every command the scripts call, and runs every
+/// CLI command through a user made from it.
+///
+/// ```
+/// let rules = latchkey::ACL_RULES.replace('P', "myapp:");
+/// assert!(rules.contains("~myapp:*") && rules.contains("+evalsha"));
+/// ```
+pub const ACL_RULES: &str = "resetkeys ~P* ~{P* resetchannels &P* &{P* -@all +ping +select \
+     +hello +get +scan +evalsha +script|load +subscribe +unsubscribe +ssubscribe +sunsubscribe \
+     +publish +spublish +time +del +exists +set +pexpire +pttl +zadd +zcard +zrange \
+     +zrangebyscore +zrem +zremrangebyscore +zscore +hget +hset +hincrby +lpush +ltrim +lpos \
+     +watch +unwatch +multi +exec +client|id +wait +cluster|slots";
 
 /// `Result` with latchkey's [`Error`].
 ///
@@ -111,8 +121,9 @@ pub enum Error {
 
     /// The ACL user may not run a command or touch a key latchkey needs.
     #[error(
-        "Redis at {node} denied a command by ACL ({detail}); the user needs the ACL rules \
-         `{ACL_NEEDS}`, where P is the key prefix"
+        "Redis at {node} denied a command by ACL ({detail}){}; the user needs the ACL rules \
+         `{ACL_RULES}`, where P is the key prefix",
+        missing_rule(detail)
     )]
     AclDenied {
         /// The server's address.
@@ -206,6 +217,18 @@ pub enum Error {
         /// What the server answered.
         #[source]
         source: Cause,
+    },
+
+    /// The server is a node of a Redis Cluster, opened as a single server: every
+    /// lock would be redirected (`MOVED`) for ever. Open it with
+    /// [`Client::open_cluster`](crate::Client::open_cluster) (CLI: `--cluster`,
+    /// which `latchkey` picks by itself when given one cluster node).
+    #[error(
+        "{node} is a Redis Cluster node: open it as a cluster (Client::open_cluster; CLI: --cluster)"
+    )]
+    ClusterNode {
+        /// The node's address.
+        node: String,
     },
 
     /// Something answered at the address, but not in the Redis protocol: an HTTP
@@ -538,4 +561,17 @@ pub(crate) fn humanize(d: Duration) -> String {
         return format!("{}s", d.as_secs());
     }
     format!("{:.1}s", d.as_secs_f64())
+}
+
+/// The rule to add for the command an ACL refusal names (`… to run the 'zadd'
+/// command`), as advice in front of the whole set: `: add +zadd`.
+fn missing_rule(detail: &str) -> String {
+    let named = detail
+        .split_once("to run the '")
+        .and_then(|(_, rest)| rest.split_once('\''))
+        .map(|(command, _)| command.to_ascii_lowercase());
+    match named {
+        Some(command) if !command.is_empty() => format!(": add +{command}"),
+        _ => String::new(),
+    }
 }

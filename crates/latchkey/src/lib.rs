@@ -463,15 +463,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! **TLS and ACL.** `rediss://` URLs use TLS. An ACL user needs these rules, where `P`
-//! stands for the client's key prefix (the scripts run their commands as the user, so
-//! each is listed):
-//!
-//! ```text
-//! resetkeys ~P* ~{P* resetchannels &P* &{P* -@all +ping +select +get +scan +evalsha
-//! +script|load +subscribe +unsubscribe +publish +time +del +exists +incr +set +pexpire
-//! +pttl +zadd +zcard +zrange +zrem +zscore
-//! ```
+//! **TLS and ACL.** `rediss://` URLs use TLS. An ACL user needs the rules in
+//! [`ACL_RULES`], where `P` stands for the client's key prefix (the scripts run their
+//! commands as the user, so each is listed).
 //!
 //! A user that may not subscribe still gets its locks; its waiters re-check on timers
 //! instead of being woken.
@@ -543,7 +537,7 @@ mod token;
 pub mod transaction;
 
 pub use client::Client;
-pub use error::{Cause, Error, Result};
+pub use error::{ACL_RULES, Cause, Error, Result};
 pub use key::{LockKey, Prefix};
 pub use lease::{Lease, Ttl};
 pub use lock::{Fairness, Mutex, MutexGuard, finish_background_releases};

@@ -194,14 +194,7 @@ async fn a_waiter_rides_out_a_killed_connection() {
         tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(10)).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut admin = server.connection().unwrap();
-    let killed: u64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .query(&mut admin)
-        .unwrap();
-    assert!(killed >= 1);
+    common::reset_connections(&server);
     match waiting.await.unwrap() {
         Ok(guard) => assert!(guard.release().await.unwrap()),
         Err(error) => panic!("the wait gave up on a connection blip: {error}"),

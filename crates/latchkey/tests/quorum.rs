@@ -359,6 +359,24 @@ fn holding(servers: &[RedisServer], key: &str) -> Vec<usize> {
         .collect()
 }
 
+/// A quorum of `servers` behind proxies that add 15 ms each way, with a per-node
+/// deadline of `deadline`. Keep the proxies alive as long as the store.
+async fn behind_slow_links(
+    servers: &[RedisServer],
+    deadline: Duration,
+) -> (Vec<FaultProxy>, QuorumStore) {
+    let proxies: Vec<FaultProxy> = servers
+        .iter()
+        .map(|s| FaultProxy::start(s.port()).unwrap())
+        .collect();
+    for proxy in &proxies {
+        proxy.set_latency(Duration::from_millis(15), Duration::from_millis(15));
+    }
+    let proxied: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
+    let store = QuorumStore::open(&proxied).await.unwrap();
+    (proxies, store.with_node_deadline(deadline).unwrap())
+}
+
 /// Issue "Holds that end cleanly", item 2: a renewal in flight when the guard is
 /// released must not take the lock back afterwards. Each round releases just as a
 /// renewal is due; in every other round the masters lost their scripts first, so
@@ -370,19 +388,7 @@ async fn a_renewal_in_flight_at_release_never_brings_the_lock_back() {
     // 15 ms each way: a renewal is in flight for most of the time around its due
     // moment, and the three round trips of a script reload leave room for the
     // release's own to overtake it.
-    let proxies: Vec<FaultProxy> = servers
-        .iter()
-        .map(|s| FaultProxy::start(s.port()).unwrap())
-        .collect();
-    for proxy in &proxies {
-        proxy.set_latency(Duration::from_millis(15), Duration::from_millis(15));
-    }
-    let proxied: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
-    let store = QuorumStore::open(&proxied)
-        .await
-        .unwrap()
-        .with_node_deadline(Duration::from_millis(150))
-        .unwrap();
+    let (_proxies, store) = behind_slow_links(&servers, Duration::from_millis(150)).await;
     let client = Client::with_store(store);
     let mutex = client
         .mutex("racing")
@@ -475,19 +481,7 @@ async fn a_release_is_sent_even_when_its_deadline_passes_first() {
     use latchkey::store::{AcquireRequest, LockStore};
 
     let servers = masters(3);
-    let proxies: Vec<FaultProxy> = servers
-        .iter()
-        .map(|s| FaultProxy::start(s.port()).unwrap())
-        .collect();
-    for proxy in &proxies {
-        proxy.set_latency(Duration::from_millis(15), Duration::from_millis(15));
-    }
-    let proxied: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
-    let patient = QuorumStore::open(&proxied)
-        .await
-        .unwrap()
-        .with_node_deadline(Duration::from_millis(500))
-        .unwrap();
+    let (_proxies, patient) = behind_slow_links(&servers, Duration::from_millis(500)).await;
     let key = latchkey::LockKey::new(&latchkey::Prefix::default(), "unsent").unwrap();
     for round in 0..5 {
         let owner = latchkey::OwnerToken::generate().unwrap();

@@ -14,19 +14,6 @@ use latchkey_testkit::RedisServer;
 /// most 250 ms, plus a round trip or two on a loaded machine.
 const PROMPTLY: Duration = Duration::from_millis(600);
 
-/// Resets every command connection of `server` (not pub/sub), as a proxy or load
-/// balancer resetting idle sockets does; the caller's own connection is spared.
-fn reset_connections(server: &RedisServer) {
-    let mut admin = server.connection().unwrap();
-    let killed: u64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .query(&mut admin)
-        .unwrap();
-    assert!(killed >= 1, "no connection was reset");
-}
-
 /// Whether `key` exists, on a connection of its own.
 async fn exists(server: &RedisServer, key: &str) -> bool {
     let mut conn = common::connect(&server.url()).await;
@@ -57,7 +44,7 @@ async fn a_guard_dropped_after_a_connection_reset_frees_the_lock_at_once() {
         .lock()
         .await
         .unwrap();
-    reset_connections(&server);
+    common::reset_connections(&server);
     drop(guard);
     let took = gone_within(&server, "dropped", Duration::from_secs(10)).await;
     assert!(
@@ -73,7 +60,7 @@ async fn a_release_after_a_connection_reset_frees_the_lock_and_says_it_was_ours(
         .lock()
         .await
         .unwrap();
-    reset_connections(&server);
+    common::reset_connections(&server);
     let started = Instant::now();
     assert!(guard.release().await.unwrap());
     assert!(started.elapsed() < PROMPTLY, "{:?}", started.elapsed());
@@ -96,7 +83,7 @@ async fn a_cancelled_waiter_leaves_the_queue_through_a_connection_reset() {
         tokio::spawn(async move { mutex.lock().await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    reset_connections(&server);
+    common::reset_connections(&server);
     waiting.abort();
     assert!(waiting.await.is_err_and(|e| e.is_cancelled()));
     assert!(latchkey::finish_background_releases(Duration::from_secs(5)).await);

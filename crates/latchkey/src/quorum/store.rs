@@ -151,6 +151,13 @@ impl QuorumStore {
         for report in reports.iter().filter(|r| r.answer.outcome_unknown()) {
             tracing::warn!(%report, "a quorum node is down; locking with the others");
         }
+        let up: Vec<&RedisStore> = nodes
+            .iter()
+            .zip(&reports)
+            .filter(|(_, r)| matches!(r.answer, NodeAnswer::Granted))
+            .map(|(node, _)| node)
+            .collect();
+        independent(&up).await?;
         Ok(Self::from_nodes(nodes))
     }
 
@@ -643,6 +650,35 @@ impl Inspect for QuorumStore {
         keys.dedup();
         Ok(keys)
     }
+}
+
+/// Checks that the masters that answer are independent masters: no replica (its
+/// writes are refused, or it copies another master of the quorum), and no server
+/// given twice under two names (`127.0.0.1` and `localhost`), by run id. A server
+/// that does not let us ask (`INFO` denied) is taken at its word.
+async fn independent(nodes: &[&RedisStore]) -> Result<()> {
+    let about = futures_util::future::join_all(nodes.iter().map(|node| node.about())).await;
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for (node, about) in nodes.iter().zip(&about) {
+        let Some(about) = about else { continue };
+        if about.replica {
+            return Err(Error::InvalidArgument(format!(
+                "{} is a replica: each node of a quorum must be an independent master",
+                node.node()
+            )));
+        }
+        let Some(run_id) = about.run_id.as_deref() else {
+            continue;
+        };
+        if let Some((other, _)) = seen.iter().find(|(_, id)| *id == run_id) {
+            return Err(Error::InvalidArgument(format!(
+                "{other} and {} are the same server (run id {run_id}): each node of a quorum must be a different master",
+                node.node()
+            )));
+        }
+        seen.push((node.node(), run_id));
+    }
+    Ok(())
 }
 
 /// The nodes for `urls`, and whether each asked for TLS; checked for count and

@@ -219,12 +219,16 @@ impl RedisStore {
         Self::on_target(target, wakeups, node, tls).await
     }
 
-    /// The store, once one PING went through; a TLS URL whose server does not speak
-    /// TLS (the PING timed out) is said to be so.
     /// The store once it answered a PING; a server that does not speak TLS on a
-    /// `rediss://` URL is reported as a TLS failure.
+    /// `rediss://` URL is reported as a TLS failure, and a Redis Cluster node given
+    /// as one server as [`Error::ClusterNode`].
     pub(crate) async fn checked(self, tls: bool) -> Result<Self> {
         match self.ping().await {
+            Ok(()) if self.is_server() && self.about().await.is_some_and(|a| a.cluster) => {
+                Err(Error::ClusterNode {
+                    node: self.node.to_string(),
+                })
+            }
             Ok(()) => Ok(self),
             // A plain server reads a TLS hello as the start of a command and waits.
             Err(Error::Unreachable { node, source }) if tls && source.is_timeout() => {
@@ -237,6 +241,26 @@ impl RedisStore {
             }
             Err(error) => Err(error),
         }
+    }
+
+    /// Whether this store talks to one server given by its address (not through
+    /// Sentinel or a cluster, not over a connection the caller made).
+    fn is_server(&self) -> bool {
+        matches!(self.target, Some(Target::Server(_)))
+    }
+
+    /// What the server says of itself (`INFO server cluster replication`), or
+    /// `None` when it does not answer that (an ACL user without `INFO`).
+    pub(crate) async fn about(&self) -> Option<About> {
+        let mut conn = self.conn.clone();
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .arg("cluster")
+            .arg("replication")
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        Some(About::parse(&info))
     }
 
     /// One round trip, so a missing password (`NOAUTH`) or an ACL user that may not
@@ -768,4 +792,47 @@ pub(crate) fn invalid_url(err: &redis::RedisError) -> Error {
     Error::InvalidArgument(format!(
         "invalid Redis URL ({what}); expected redis://[user:password@]host[:port][/db] or rediss://… for TLS"
     ))
+}
+
+/// What a server says of itself in `INFO`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct About {
+    /// Its run id: the same server under two names has one.
+    pub(crate) run_id: Option<String>,
+    /// A Redis Cluster node (`cluster_enabled:1`).
+    pub(crate) cluster: bool,
+    /// A replica (`role:slave`).
+    pub(crate) replica: bool,
+}
+
+impl About {
+    fn parse(info: &str) -> About {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|line| line.trim().strip_prefix(name)?.strip_prefix(':'))
+                .map(str::to_owned)
+        };
+        About {
+            run_id: field("run_id"),
+            cluster: field("cluster_enabled").as_deref() == Some("1"),
+            replica: field("role").as_deref() == Some("slave"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod about_tests {
+    use super::About;
+
+    #[test]
+    fn info_fields_are_read_by_name() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\n\r\n# Replication\r\nrole:slave\r\n# Cluster\r\ncluster_enabled:1\r\n";
+        let about = About::parse(info);
+        assert_eq!(about.run_id.as_deref(), Some("abc123"));
+        assert!(about.cluster && about.replica);
+        assert_eq!(
+            About::parse("role:master\r\ncluster_enabled:0"),
+            About::default()
+        );
+    }
 }

@@ -38,3 +38,16 @@ pub async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
         .await
         .unwrap()
 }
+
+/// Resets every command connection of `server` (not pub/sub), as a proxy or load
+/// balancer resetting idle sockets does; the caller's own connection is spared.
+pub fn reset_connections(server: &latchkey_testkit::RedisServer) {
+    let mut admin = server.connection().unwrap();
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut admin)
+        .unwrap();
+    assert!(killed >= 1, "no connection was reset");
+}
