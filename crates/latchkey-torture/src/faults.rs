@@ -181,6 +181,9 @@ pub struct FaultWindow {
     pub from_us: u64,
     pub to_us: u64,
     pub worker: Option<usize>,
+    /// `ForceRelease`: the owner token of the hold it broke, if it broke one.
+    #[serde(default)]
+    pub broke: Option<String>,
 }
 
 /// Injects `fault` and waits until it is over.
@@ -194,10 +197,11 @@ pub async fn inject(
 ) -> io::Result<FaultWindow> {
     let from_us = now_us();
     let mut worker = None;
+    let mut broke = None;
     match (fault, servers) {
         (Fault::ForceRelease, servers) => {
             let lock = &locks[rng.random_range(0..locks.len())];
-            force_release(&servers.url(), lock).await;
+            broke = force_release(&servers.url(), lock).await;
         }
         (Fault::KillWorker, _) => worker = Some(workers.kill_one(rng).await),
         (Fault::PauseWorker, _) => worker = Some(pause_worker(ttl, workers, rng).await),
@@ -210,13 +214,15 @@ pub async fn inject(
         from_us,
         to_us: now_us(),
         worker,
+        broke,
     })
 }
 
-/// Breaks `lock` as an operator would, through the workers' `--lock-url`. A lock
-/// that is free, or changed hands under every try, or a server that does not
-/// answer: then the fault did nothing, which is no failure of the run.
-async fn force_release(url: &str, lock: &str) {
+/// Breaks `lock` as an operator would, through the workers' `--lock-url`; the
+/// owner token of the hold it broke. A lock that is free, or changed hands under
+/// every try, or a server that does not answer: then the fault did nothing, which
+/// is no failure of the run.
+async fn force_release(url: &str, lock: &str) -> Option<String> {
     let broken = match url.strip_prefix("quorum:") {
         Some(masters) => {
             let masters: Vec<&str> = masters.split(',').collect();
@@ -238,18 +244,30 @@ async fn force_release(url: &str, lock: &str) {
             }
         }
     };
-    if let Err(error) = broken {
-        eprintln!("latchkey-torture: force_release of {lock} did nothing: {error}");
+    match broken {
+        Ok(holder) => holder,
+        Err(error) => {
+            eprintln!("latchkey-torture: force_release of {lock} did nothing: {error}");
+            None
+        }
     }
 }
 
-async fn break_lock<
+/// Breaks `lock`; the owner token of the hold it broke (on a quorum, the value
+/// less its attempt number, as the holder logged it).
+async fn break_lock<S>(client: &latchkey::Client<S>, lock: &str) -> latchkey::Result<Option<String>>
+where
     S: latchkey::store::Pass + latchkey::store::WakeUps + latchkey::store::Inspect,
->(
-    client: &latchkey::Client<S>,
-    lock: &str,
-) -> latchkey::Result<()> {
-    client.mutex(lock)?.force_release().await.map(|_| ())
+{
+    let was = client.mutex(lock)?.force_release().await?;
+    Ok(was
+        .and_then(|status| status.holder)
+        .map(|value| match value.split_once('/') {
+            Some((attempt, owner)) if attempt.bytes().all(|b| b.is_ascii_digit()) => {
+                owner.to_owned()
+            }
+            _ => value,
+        }))
 }
 
 /// SIGSTOPs a worker for three leases; returns its slot.

@@ -24,6 +24,10 @@ pub struct RunFacts {
     pub duration_s: u64,
     pub ttl_us: u64,
     pub waiter_lease_us: u64,
+    /// A quorum of masters (`--quorum`): they remember released values, so a
+    /// request delayed past its release sets nothing there.
+    #[serde(default)]
+    pub quorum: bool,
     pub locks: Vec<String>,
     /// The quiet phase after the faults (wall µs).
     pub quiet: (u64, u64),

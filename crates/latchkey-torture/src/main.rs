@@ -209,6 +209,7 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
         duration_s: started.elapsed().as_secs(),
         ttl_us: micros(args.ttl),
         waiter_lease_us: micros(worker::WAITER_LEASE),
+        quorum: args.quorum.is_some(),
         quiet,
         faults,
         incarnations: workers.incarnations().to_vec(),

@@ -25,6 +25,7 @@ pub fn window(fault: Fault, from_us: u64, to_us: u64, worker: Option<usize>) -> 
         from_us,
         to_us,
         worker,
+        broke: None,
     }
 }
 

@@ -1,14 +1,17 @@
 //! No resurrection: once a guard was gone (its release returned, or it was dropped),
-//! its token never appears in a lock key again. A sampled run of the token that
+//! or an operator broke its hold (`force_release`), its token never appears in a
+//! lock key again. A sampled run of the token that
 //! *starts* after that (its first sample was sent after the release had returned)
 //! means something set the lock again under the old token: a renewal in flight at
 //! the release taking the lock back, a late take-back after an operator's
 //! `force_release`, a release retried as an acquire.
 //!
 //! Excused, since no client can prevent them: a restart or failover that loads older
-//! state (the key comes back with the expiry it had), and a request the network or
-//! a paused server delayed past the release (a stall, a black hole, added latency,
-//! a paused server or master), from the hold's attempt to its end.
+//! state (the key comes back with the expiry it had), and, on one server or a
+//! cluster, a request the network or a paused server delayed past the release (a
+//! stall, a black hole, added latency, a paused server), from the hold's attempt to
+//! its end. A quorum's masters remember the values released there, so a delayed
+//! take or take-back sets nothing: there, nothing but a restore is excused.
 
 use std::collections::HashMap;
 
@@ -41,7 +44,7 @@ pub fn check(history: &History, verdict: &mut Verdict) {
         let Some(hold) = guards.get(run.token.as_str()) else {
             continue;
         };
-        let Some(gone) = hold.gone_us() else {
+        let Some(gone) = ended_us(history, hold) else {
             continue;
         };
         if run.first_us <= gone + SAMPLE_IN_FLIGHT_US {
@@ -55,13 +58,28 @@ pub fn check(history: &History, verdict: &mut Verdict) {
         verdict.violate(
             Property::Resurrection,
             format!(
-                "{}: token {}… of {:?} set again {} ms after its release returned",
+                "{}: token {}… of {:?} set again {} ms after its hold ended (released or broken)",
                 run.lock,
                 run.token.get(..8).unwrap_or(&run.token),
                 hold.holder,
                 (run.first_us - gone) / 1000
             ),
         );
+    }
+}
+
+/// When the hold surely ended: its guard was gone, or an operator broke it.
+fn ended_us(history: &History, hold: &Hold) -> Option<u64> {
+    let broken = history
+        .facts
+        .faults
+        .iter()
+        .filter(|window| window.broke.as_deref() == Some(hold.owner.as_str()))
+        .map(|window| window.to_us)
+        .min();
+    match (hold.gone_us(), broken) {
+        (Some(gone), Some(broken)) => Some(gone.min(broken)),
+        (gone, broken) => gone.or(broken),
     }
 }
 
@@ -74,7 +92,8 @@ fn excused(history: &History, hold: &Hold, gone: u64, run: &HoldRun) -> bool {
         let restored = window.fault.restores_older_state()
             && window.from_us <= run.first_us
             && run.first_us <= window.to_us + lease;
-        let delayed = delays_requests(window.fault)
+        let delayed = !facts.quorum
+            && delays_requests(window.fault)
             && window.from_us <= gone
             && hold.attempt_start_us <= window.to_us;
         restored || delayed
@@ -90,8 +109,6 @@ fn delays_requests(fault: Fault) -> bool {
             | Fault::Latency
             | Fault::PauseRedis
             | Fault::PausePrimary
-            | Fault::PauseMaster
-            | Fault::PauseMinority
     )
 }
 
@@ -139,6 +156,22 @@ mod tests {
             assert!(v.violations.is_empty(), "{fault:?}: {:?}", v.examples);
             assert_eq!(v.resurrections.excused, 1);
         }
+        // A hold an operator broke at 50 ms, taken back by its holder while its
+        // guard still lived (released at 100 ms... seen from 190 ms): not excused.
+        let mut broken_facts = facts();
+        let mut broken = window(Fault::ForceRelease, 40_000, 50_000, None);
+        broken.broke = Some(owner(0, 1));
+        broken_facts.faults.push(broken);
+        let v = seen_again(broken_facts, 60_000 + super::SAMPLE_IN_FLIGHT_US);
+        assert_eq!(v.violations[&Property::Resurrection], 1);
+        // On a quorum, a delayed request sets nothing: no excuse.
+        let mut on_quorum = facts();
+        on_quorum.quorum = true;
+        on_quorum
+            .faults
+            .push(window(Fault::StallNetwork, 50_000, 350_000, None));
+        let v = seen_again(on_quorum, 400_000);
+        assert_eq!(v.violations[&Property::Resurrection], 1);
         // A restart that empties Redis brings nothing back, and an operator's
         // force_release is never undone.
         for fault in [Fault::RestartRedisNow, Fault::ForceRelease] {
