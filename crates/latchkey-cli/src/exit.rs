@@ -103,10 +103,18 @@ impl From<Error> for Failure {
             other if other.is_transient() => UNAVAILABLE,
             _ => SOFTWARE,
         };
+        let message = match &error {
+            Error::Redis { node, .. } if error.to_string().contains("not point to a sentinel") => {
+                format!(
+                    "{node} is not a Redis Sentinel: give --redis the Sentinels' URLs (port 26379 by default), not a server's"
+                )
+            }
+            _ => error.to_string(),
+        };
         Failure {
             status,
             transient: status == UNAVAILABLE && error.is_transient(),
-            message: error.to_string(),
+            message,
         }
     }
 }
@@ -136,11 +144,22 @@ pub fn usage(error: clap::Error) -> ExitCode {
         .lines()
         .map(str::trim)
         .find(|l| l.starts_with("tip:"));
-    let message = message
-        .into_iter()
-        .chain(tip)
-        .collect::<Vec<_>>()
-        .join("; ");
+    // The lines after one that ends in ':' (the missing arguments) are its list.
+    let mut joined = String::new();
+    let mut listing = false;
+    for part in message.into_iter().chain(tip) {
+        let separator = match () {
+            () if joined.is_empty() => "",
+            () if part.starts_with("tip:") => "; ",
+            () if joined.ends_with(':') => " ",
+            () if listing => ", ",
+            () => "; ",
+        };
+        listing |= joined.ends_with(':');
+        joined.push_str(separator);
+        joined.push_str(part);
+    }
+    let message = joined;
     let message = message.strip_prefix("error: ").unwrap_or(&message);
     if rendered.contains("Usage: latchkey run")
         && error.kind() == clap::error::ErrorKind::UnknownArgument

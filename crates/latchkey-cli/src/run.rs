@@ -200,21 +200,40 @@ fn spawn<S: Pass + WakeUps>(
         .command
         .split_first()
         .ok_or_else(|| Failure::usage("no command given after --".to_owned()))?;
-    let mut command = Command::new(program);
-    command
-        .args(rest)
-        .env("LATCHKEY_FENCE", guard.fence().to_string())
-        .env("LATCHKEY_LOCK", name)
-        // A group of its own, signalled as a whole (grandchildren included).
-        .process_group(0);
-    die_with_parent(&mut command);
-    command.spawn().map_err(|e| {
+    let started = command(program, rest, name, guard).spawn();
+    // A script without a `#!` line: run it with /bin/sh, as execvp(3) and shells do.
+    let started = match started {
+        Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENOEXEC as i32) => {
+            let script = std::iter::once(program).chain(rest);
+            command("/bin/sh", &script.cloned().collect::<Vec<_>>(), name, guard).spawn()
+        }
+        started => started,
+    };
+    started.map_err(|e| {
         let status = match e.kind() {
             std::io::ErrorKind::PermissionDenied => NOT_EXECUTABLE,
             _ => NOT_FOUND,
         };
         Failure::with_status(status, format!("cannot run {program:?}: {e}"))
     })
+}
+
+/// `program` with `args`, the lock in its environment, in a process group of its own
+/// (signalled as a whole, grandchildren included), dying with latchkey.
+fn command<S: Pass + WakeUps>(
+    program: &str,
+    args: &[String],
+    name: &str,
+    guard: &MutexGuard<S>,
+) -> Command {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env("LATCHKEY_FENCE", guard.fence().to_string())
+        .env("LATCHKEY_LOCK", name)
+        .process_group(0);
+    die_with_parent(&mut command);
+    command
 }
 
 /// The signals whose default is to end a process (and that can be caught): caught

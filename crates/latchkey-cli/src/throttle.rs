@@ -25,6 +25,9 @@ struct Report<'a> {
 pub async fn throttle(global: &Global, args: ThrottleArgs) -> Result<u8, Failure> {
     connect::check_name(global, &args.key)?;
     let policy = policy(&args)?;
+    if !args.peek {
+        policy.check_cost(args.cost)?;
+    }
     let client = connect::client(global).await?;
     let limiter = client.rate_limiter(&args.key, policy)?;
     let decision = match args.peek {

@@ -135,7 +135,7 @@ pub enum Error {
     /// The key holds a value that is not a lock (a hash, a list, ...): some other
     /// part of the application uses this name.
     #[error(
-        "key {key:?} holds a value that is not a lock (WRONGTYPE): pick another lock name or prefix"
+        "key {key:?} holds a value latchkey did not write (WRONGTYPE): pick another name or prefix"
     )]
     WrongType {
         /// The Redis key.

@@ -688,7 +688,7 @@ fn parse(urls: &[impl AsRef<str>]) -> Result<(Vec<RedisStore>, Vec<bool>)> {
     if count < 3 || count % 2 == 0 {
         return Err(Error::InvalidArgument(format!(
             "a quorum of {count} node(s): it needs an odd number, at least 3 (an even one \
-             tolerates no more failures than one node fewer); for one Redis, use RedisStore"
+             tolerates no more failures than one node fewer); for one Redis server, give one URL"
         )));
     }
     let mut nodes = Vec::with_capacity(count);

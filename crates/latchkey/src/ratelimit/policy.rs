@@ -42,6 +42,18 @@ pub enum Algorithm {
     },
 }
 
+impl Algorithm {
+    /// The algorithm in words, for messages.
+    fn describe(self) -> String {
+        match self {
+            Algorithm::Cooldown => "a cooldown".to_owned(),
+            Algorithm::FixedWindow => "a fixed window".to_owned(),
+            Algorithm::SlidingWindow => "a sliding window".to_owned(),
+            Algorithm::Gcra { burst } => format!("GCRA with a burst of {burst}"),
+        }
+    }
+}
+
 /// A rate limit's rule: which [`Algorithm`], how many per how long.
 ///
 /// Made by [`cooldown`](Self::cooldown), [`fixed_window`](Self::fixed_window),
@@ -243,15 +255,29 @@ impl Policy {
         }
     }
 
-    /// Checks that one call may cost `cost` units under this policy.
-    pub(crate) fn check_cost(&self, cost: u64) -> Result<()> {
+    /// Checks, without a server, that one call may cost `cost` units under this
+    /// policy: at least 1, and no more than it ever lets through at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) otherwise.
+    ///
+    /// ```
+    /// let policy = latchkey::ratelimit::Policy::fixed_window(5, std::time::Duration::from_secs(60))?;
+    /// assert!(policy.check_cost(5).is_ok());
+    /// assert!(policy.check_cost(0).is_err() && policy.check_cost(6).is_err());
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn check_cost(&self, cost: u64) -> Result<()> {
         if cost == 0 {
-            return invalid("a call costs at least 1; use peek() to look without counting".into());
+            return invalid(
+                "a cost of 0: a call costs at least 1 (to look without counting, peek)".into(),
+            );
         }
         if cost > self.capacity() {
             return invalid(format!(
-                "a cost of {cost} can never pass: this {:?} policy lets at most {} through at once",
-                self.algorithm,
+                "a cost of {cost} can never pass: {} lets at most {} through at once",
+                self.algorithm.describe(),
                 self.capacity()
             ));
         }

@@ -20,6 +20,10 @@ local cost = tonumber(ARGV[3])
 
 local consume = ARGV[4] == '1'
 local count = tonumber(redis.call('GET', KEYS[1]) or '0')
+if not count then
+  -- Someone else wrote the key: bad data, not a failure of the script.
+  return redis.error_reply('WRONGTYPE the rate limit key holds something that is not a count')
+end
 local left_ms = redis.call('PTTL', KEYS[1])
 if left_ms == -1 then
   -- A counter some other writer left without expiry: its window ends one window

@@ -24,6 +24,10 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if not tat then
+  -- Someone else wrote the key: bad data, not a failure of the script.
+  return redis.error_reply('WRONGTYPE the rate limit key holds something that is not a time')
+end
 if tat < now then
   tat = now
 end
