@@ -8,7 +8,7 @@ source scripts/ensure-redis.sh
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --workspace --locked "$@" 2>&1 | tee "$log" || status=$?
+cargo test --workspace --locked --no-fail-fast "$@" 2>&1 | tee "$log" || status=$?
 # Every test binary and doc-test run ends with a "test result:" line; add them up.
 awk '/^test result:/ {
         for (i = 1; i <= NF; i++) {

@@ -41,7 +41,10 @@ fn a_script_without_a_shebang_runs_with_bin_sh() {
     std::fs::write(&script, "echo fence=$LATCHKEY_FENCE\nexit 3\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let output = latchkey(&server.url(), &["run", "job", "--", script.to_str().unwrap()]);
+    let output = latchkey(
+        &server.url(),
+        &["run", "job", "--", script.to_str().unwrap()],
+    );
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     assert!(String::from_utf8_lossy(&output.stdout).starts_with("fence="));
 }
@@ -116,4 +119,54 @@ fn impossible_costs_are_explained_in_words_before_connecting() {
         stderr(&huge)
     );
     for_an_operator(&stderr(&huge));
+}
+
+/// Item 5: `sem run --permits 2` beside holders that said 1 is refused (64), not let
+/// in as a second holder.
+#[test]
+fn a_semaphore_caller_with_another_count_is_refused() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let script = format!("touch {}; exec sleep 30", ready.display());
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", server.url())
+        .args([
+            "sem",
+            "run",
+            "pool",
+            "--permits",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .spawn()
+        .unwrap();
+    while !ready.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let other = latchkey(
+        &server.url(),
+        &[
+            "sem",
+            "run",
+            "pool",
+            "--permits",
+            "2",
+            "--no-wait",
+            "--",
+            "true",
+        ],
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(other.status.code(), Some(64), "{}", stderr(&other));
+    let message = stderr(&other);
+    assert!(
+        message.contains("\"pool\" is in use with 1 permits, not 2"),
+        "{message}"
+    );
+    for_an_operator(&message);
 }

@@ -355,9 +355,16 @@ impl<S: Pass + WakeUps + Inspect> Client<S> {
 
 /// Semaphores and read-write locks, on one Redis deployment.
 impl Client<RedisStore> {
-    /// A counting semaphore on `name` with `permits` permits (every process using
-    /// the name must give the same number). Nothing is sent to Redis until it is
-    /// used.
+    /// A counting semaphore on `name` with `permits` permits. Nothing is sent to
+    /// Redis until it is used.
+    ///
+    /// The count is stored with the semaphore while anyone holds or waits for it,
+    /// and an acquire that gives another count is refused
+    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument), naming the count
+    /// in use), so a process that says 2 never joins the holders of a one-permit
+    /// semaphore. To change the count, give the new one once nobody holds or waits
+    /// (stop the old processes, or let their leases end): the first acquire then
+    /// stores it.
     ///
     /// # Errors
     ///

@@ -10,9 +10,9 @@ const MAX_NAME_LEN: usize = 1024;
 /// Longest prefix accepted, in bytes.
 const MAX_PREFIX_LEN: usize = 256;
 /// Suffixes of companion keys; a lock name may not end with one.
-const COMPANION_KINDS: [&str; 13] = [
+const COMPANION_KINDS: [&str; 14] = [
     "fence", "queue", "leases", "wake", "rate", "cooldown", "log", "tally", "gcra", "sem", "rw",
-    "used", "ended",
+    "used", "ended", "permits",
 ];
 
 /// A validated key prefix, prepended to every lock name of a client.

@@ -221,7 +221,12 @@ async fn without_the_delay_an_empty_restart_lets_a_second_holder_in() {
     assert!(!held.is_lost(), "A still believes it holds the lock");
     // Fencing still orders them: B's token is above A's, so a store that checks
     // tokens refuses A's late writes.
-    assert!(second.fence() > held.fence(), "{} then {}", held.fence(), second.fence());
+    assert!(
+        second.fence() > held.fence(),
+        "{} then {}",
+        held.fence(),
+        second.fence()
+    );
 }
 
 /// The write-back. An earlier holder's token is on nodes 0 and 1 (the majority it

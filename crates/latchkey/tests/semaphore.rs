@@ -434,3 +434,41 @@ async fn the_weight_held_survives_a_lost_tally_and_ended_leases() {
         assert!(pttl > 0, "{key} has no expiry");
     }
 }
+
+/// Issue "A newcomer's second hour", item 5: the permit count is stored with the
+/// semaphore while it is in use. A caller that says 2 where the holders said 1 is
+/// refused, instead of becoming a second holder of a one-permit semaphore; once
+/// nobody holds or waits, a new count is taken.
+#[tokio::test]
+async fn a_caller_with_another_permit_count_is_refused_while_in_use() {
+    let (_server, client) = common::start().await;
+    let one = client.semaphore("gate", 1).unwrap();
+    let two = client.semaphore("gate", 2).unwrap();
+    let held = one.acquire(1).await.unwrap();
+    let refused = two.try_acquire(1).await.unwrap_err();
+    match &refused {
+        Error::InvalidArgument(message) => {
+            assert!(
+                message.contains("\"gate\" is in use with 1 permits, not 2"),
+                "{message}"
+            )
+        }
+        other => panic!("not refused as a misuse: {other}"),
+    }
+    assert!(
+        two.acquire_timeout(1, Duration::from_millis(200))
+            .await
+            .is_err()
+    );
+    assert_eq!(one.available().await.unwrap(), 0);
+    assert!(held.release().await.unwrap());
+    // Idle now: the new count is taken, and then it is the one that holds.
+    let first = two.acquire(1).await.unwrap();
+    let second = two.try_acquire(1).await.unwrap();
+    assert!(matches!(
+        one.try_acquire(1).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    first.release().await.unwrap();
+    second.release().await.unwrap();
+}

@@ -2,7 +2,7 @@
 
 use redis::Script;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::Ttl;
 use crate::scripts;
@@ -37,6 +37,24 @@ impl PermitStore {
             permits,
             weight,
         }
+    }
+
+    /// A refusal of the acquire script because the semaphore is in use with another
+    /// permit count (`LKPERMITS n`), as a clear error; any other error as it is.
+    fn other_count(&self, key: &LockKey, error: Error) -> Error {
+        let text = error.to_string();
+        let Some(agreed) = text
+            .split_once("LKPERMITS ")
+            .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+        else {
+            return error;
+        };
+        Error::InvalidArgument(format!(
+            "the semaphore {:?} is in use with {agreed} permits, not {}: give every caller \
+             the same count (it changes once nobody holds or waits for the semaphore)",
+            semaphore_name(key),
+            self.permits
+        ))
     }
 
     /// The holders' member for `owner`: its weight and its token.
@@ -85,11 +103,14 @@ fn with_keys(script: &'static Script, key: &LockKey) -> redis::ScriptInvocation<
         call.key(name);
     }
     call.key(key.companion(USED));
+    call.key(key.companion(PERMITS));
     call
 }
 
 /// The companion beside the holders that keeps the weight they hold.
 const USED: &str = "used";
+/// The companion that keeps the permit count while the semaphore is in use.
+const PERMITS: &str = "permits";
 
 impl LockStore for PermitStore {
     fn node(&self) -> &str {
@@ -111,7 +132,11 @@ impl LockStore for PermitStore {
             .arg(self.inner.publish_mode());
         // With `with_wait_replicas`, replicas confirm the grant as a lock's: a
         // failover must not forget permits and hand out more than N.
-        let (reply, replicas) = self.inner.run_confirmed(&call, key).await?;
+        let (reply, replicas) = self
+            .inner
+            .run_confirmed(&call, key)
+            .await
+            .map_err(|error| self.other_count(key, error))?;
         self.inner
             .attempt_from(self, key, (owner, request), reply, replicas)
             .await
@@ -136,6 +161,7 @@ impl LockStore for PermitStore {
         let mut call = scripts::SEMAPHORE_EXTEND.prepare_invoke();
         call.key(key.as_str())
             .key(key.companion(USED))
+            .key(key.companion(PERMITS))
             .arg(self.member(owner))
             .arg(ttl.as_millis());
         let (extended, replicas) = self.inner.run_confirmed(&call, key).await?;
@@ -168,4 +194,14 @@ impl WakeUps for PermitStore {
     fn join_watch(&self, key: &LockKey, owner: &OwnerToken) -> Option<Watch> {
         self.inner.join_watch(key, owner)
     }
+}
+
+/// The name a semaphore was made with (prefix included), from its holders' key
+/// (`{pool}:lk:sem`, `app:{tag}x:lk:sem`), for messages.
+fn semaphore_name(key: &LockKey) -> &str {
+    let tagged = key.as_str().strip_suffix(":lk:sem").unwrap_or(key.as_str());
+    tagged
+        .strip_prefix('{')
+        .and_then(|inner| inner.strip_suffix('}'))
+        .unwrap_or(tagged)
 }

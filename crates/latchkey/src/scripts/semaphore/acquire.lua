@@ -5,12 +5,14 @@
 -- KEYS[3]  the wait queue.   KEYS[4]  the waiters' leases (see queue.lua).
 -- KEYS[5]  the channel on which served waiters are told (see release.lua).
 -- KEYS[6]  the weight the holders set holds (see permits.lua).
+-- KEYS[7]  the permit count the semaphore's users agreed on (see below).
 -- ARGV     owner token, ttl_ms, weight, permits, wait_ms (0: a first try that does
 --          not queue; > 0: join or stay in line with a waiter lease of wait_ms),
 --          publish ('sharded' on a cluster, else '').
 --
 -- Returns {1, fence, false, waiting, 0} when the permits are ours and
--- {0, pttl, false, floor, lease_end} when not (see permits.lua and grant.lua).
+-- {0, pttl, false, floor, lease_end} when not (see permits.lua and grant.lua); the
+-- error `LKPERMITS n` when the semaphore is in use with n permits, not ARGV[4].
 
 local holders, fence_key, queue, leases, used_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]
 local owner, ttl, weight = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -22,6 +24,20 @@ check_queue(queue, leases)
 local last, us = before_grant(fence_key)
 local now = math.floor(us / 1000)
 local used = live_weight(holders, used_key, now)
+
+-- The permit count is stored beside the holders while anyone holds or waits: a
+-- caller that counts differently is refused, so a caller saying 2 never slips in
+-- beside the holders of a one-permit semaphore. Once the semaphore is idle (no live
+-- holder, nobody in line) a new count is taken: that is how the count changes.
+local permits_key = KEYS[7]
+local agreed = tonumber(redis.call('GET', permits_key) or '')
+if agreed ~= permits then
+  if agreed and (used > 0 or next_live_waiter(queue, leases)) then
+    return redis.error_reply('LKPERMITS ' .. string.format('%d', agreed))
+  end
+  redis.call('SET', permits_key, ARGV[4], 'KEEPTTL')
+end
+keep_at_least(permits_key, math.max(ttl, wait_ms))
 
 -- Already ours: a release served us, or an earlier try's reply was lost. Renew.
 if redis.call('ZSCORE', holders, token) then

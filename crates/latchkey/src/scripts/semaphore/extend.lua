@@ -2,6 +2,7 @@
 -- live. Needs clock.lua and queue.lua.
 --
 -- KEYS[1]  the holders (see permits.lua).   KEYS[2]  the weight they hold.
+-- KEYS[3]  the permit count (see acquire.lua), which lives as long as the holders.
 -- ARGV     the member token ("<weight>*<owner token>"), the new lease in ms.
 --
 -- Returns 1 when the lease was reset, 0 when the permit is no longer ours.
@@ -15,4 +16,5 @@ end
 redis.call('ZADD', holders, 'XX', now + ttl, token)
 keep_at_least(holders, ttl)
 keep_at_least(KEYS[2], ttl)
+keep_at_least(KEYS[3], ttl)
 return 1
