@@ -631,6 +631,7 @@ fn every_command_works_for_a_user_made_by_the_readme_acl_line() {
 
 /// What the demos need beside the README's line, for their own data; the README
 /// says so.
+#[cfg(feature = "demo")]
 const DEMO_DATA_RULES: &str = "+incr +incrby +decr +decrby +mget +mset +rpush +llen +expire";
 
 /// The demos keep their keys outside any prefix: the README's line with `~* &*`,
