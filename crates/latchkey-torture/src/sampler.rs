@@ -26,6 +26,10 @@ pub struct HoldRun {
     pub token: String,
     /// When the first sample that saw it was answered (it was there by then).
     pub first_us: u64,
+    /// When that sample was sent (it was read after that; 0 in runs from before it
+    /// was recorded).
+    #[serde(default)]
+    pub first_sent_us: u64,
     /// When the last sample that saw it was sent (it was there at or after that).
     pub last_us: u64,
     /// Its PTTL in the first sample (-1: no expiry).
@@ -253,6 +257,7 @@ impl Runs {
                 lock: lock.clone(),
                 token,
                 first_us: answered,
+                first_sent_us: sent,
                 last_us: sent,
                 first_pttl_ms: pttl,
             });

@@ -202,6 +202,7 @@ mod tests {
             lock: "l".into(),
             token,
             first_us,
+            first_sent_us: first_us,
             last_us,
             first_pttl_ms,
         }
