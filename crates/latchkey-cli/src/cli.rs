@@ -324,6 +324,11 @@ pub struct ThrottleArgs {
     #[arg(long, conflicts_with = "cost")]
     pub peek: bool,
 
+    /// Wait up to this long for the call to be allowed (sleeping until the limit
+    /// says it may pass, no polling); exit 1 if it is still over the limit then.
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "peek")]
+    pub wait: Option<std::time::Duration>,
+
     /// Also print the HTTP headers for the decision (RateLimit, RateLimit-Policy,
     /// Retry-After).
     #[arg(long, conflicts_with = "json")]

@@ -30,9 +30,10 @@ pub async fn throttle(global: &Global, args: ThrottleArgs) -> Result<u8, Failure
     }
     let client = connect::client(global).await?;
     let limiter = client.rate_limiter(&args.key, policy)?;
-    let decision = match args.peek {
-        true => limiter.peek().await?,
-        false => limiter.check(args.cost).await?,
+    let decision = match (args.peek, args.wait) {
+        (true, _) => limiter.peek().await?,
+        (false, Some(wait)) => limiter.acquire_timeout(args.cost, wait).await?,
+        (false, None) => limiter.check(args.cost).await?,
     };
     let status = if decision.allowed { 0 } else { DENIED };
     if args.json {

@@ -170,3 +170,18 @@ fn a_semaphore_caller_with_another_count_is_refused() {
     );
     for_an_operator(&message);
 }
+
+/// Item 10: `throttle --wait D` waits for the limit, and exits 1 if it cannot pass
+/// within D.
+#[test]
+fn throttle_can_wait_for_the_limit() {
+    let server = RedisServer::start().unwrap();
+    let args = ["throttle", "sms:1", "--limit", "1", "--per", "600ms"];
+    assert_eq!(latchkey(&server.url(), &args).status.code(), Some(0));
+    let hasty = latchkey(&server.url(), &[&args[..], &["--wait", "100ms"]].concat());
+    assert_eq!(hasty.status.code(), Some(1), "{}", stderr(&hasty));
+    let started = std::time::Instant::now();
+    let patient = latchkey(&server.url(), &[&args[..], &["--wait", "5s"]].concat());
+    assert_eq!(patient.status.code(), Some(0), "{}", stderr(&patient));
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+}

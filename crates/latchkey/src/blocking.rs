@@ -232,6 +232,39 @@ impl RateLimiter {
     pub fn peek(&self) -> Result<Decision> {
         block_on(&self.runtime, self.inner.peek())?
     }
+
+    /// Waits until a call costing `cost` is allowed, and counts it (see
+    /// [`crate::ratelimit::RateLimiter::acquire`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::ratelimit::RateLimiter::acquire`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(quota: latchkey::blocking::RateLimiter) -> latchkey::Result<()> {
+    /// assert!(quota.acquire(1)?.allowed);
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire(&self, cost: u64) -> Result<Decision> {
+        block_on(&self.runtime, self.inner.acquire(cost))?
+    }
+
+    /// [`acquire`](Self::acquire), waiting at most `wait`: the allowed decision, or
+    /// the last denied one (see [`crate::ratelimit::RateLimiter::acquire_timeout`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::ratelimit::RateLimiter::acquire_timeout`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(quota: latchkey::blocking::RateLimiter) -> latchkey::Result<()> {
+    /// let decision = quota.acquire_timeout(1, std::time::Duration::from_secs(2))?;
+    /// println!("allowed: {}", decision.allowed);
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire_timeout(&self, cost: u64, wait: std::time::Duration) -> Result<Decision> {
+        block_on(&self.runtime, self.inner.acquire_timeout(cost, wait))?
+    }
 }
 
 /// Blocking twin of [`crate::Mutex`].

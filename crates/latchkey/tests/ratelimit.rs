@@ -316,3 +316,47 @@ async fn a_sliding_window_that_lost_its_tally_counts_from_its_log() {
     assert!(!denied.allowed);
     assert!(denied.retry_after.unwrap() > Duration::from_secs(50));
 }
+
+/// Issue "A newcomer's second hour", item 10: a limiter can wait. `acquire` sleeps
+/// until the denial's `retry_after` and returns once allowed; `acquire_timeout`
+/// gives the denied decision back at once when the limit says the call cannot pass
+/// within the wait; a GCRA waiter paced at 10 per second gets in about every 100 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_waits_until_the_limit_allows_the_call() {
+    let (_server, client) = common::start().await;
+    let window = Policy::fixed_window(2, Duration::from_millis(400)).unwrap();
+    let api = client.rate_limiter("wait:api", window).unwrap();
+    assert!(api.check(2).await.unwrap().allowed);
+    let hasty = api
+        .acquire_timeout(1, Duration::from_millis(50))
+        .await
+        .unwrap();
+    assert!(!hasty.allowed && hasty.retry_after.is_some());
+    let started = Instant::now();
+    let waited = api.acquire(1).await.unwrap();
+    assert!(waited.allowed);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(250),
+        "allowed too soon: {took:?}"
+    );
+    assert!(
+        api.acquire_timeout(1, Duration::from_secs(2))
+            .await
+            .unwrap()
+            .allowed
+    );
+
+    let paced = Policy::gcra(10, Duration::from_secs(1), 0).unwrap();
+    let steady = client.rate_limiter("wait:steady", paced).unwrap();
+    let started = Instant::now();
+    for _ in 0..5 {
+        assert!(steady.acquire(1).await.unwrap().allowed);
+    }
+    // The first at once, then one per 100 ms.
+    assert!(
+        started.elapsed() >= Duration::from_millis(380),
+        "{:?}",
+        started.elapsed()
+    );
+}

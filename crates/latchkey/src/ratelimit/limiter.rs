@@ -1,5 +1,7 @@
 //! A rate limiter on one key.
 
+use std::time::{Duration, Instant};
+
 use super::{Decision, Headers, Policy};
 use crate::error::Result;
 use crate::key::LockKey;
@@ -64,6 +66,83 @@ impl<S: RateStore> RateLimiter<S> {
         self.store.decide(&self.key, &self.policy, cost, true).await
     }
 
+    /// Waits until a call costing `cost` is allowed, and counts it. When denied, it
+    /// sleeps until the decision's `retry_after` (plus a little jitter, so waiters
+    /// denied together do not all come back at once) and asks again: no polling.
+    /// Transient failures (Redis unreachable, failing over) are retried with capped
+    /// backoff. Others may get in first: the wait is as long as the limit makes it.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check), for a failure a retry cannot mend.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future while it sleeps counts nothing; while it asks, the call
+    /// may or may not have been counted (as for [`check`](Self::check)).
+    ///
+    /// ```no_run
+    /// # async fn demo(api: latchkey::ratelimit::RateLimiter) -> latchkey::Result<()> {
+    /// let decision = api.acquire(1).await?; // returns once allowed
+    /// assert!(decision.allowed);
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self, cost: u64) -> Result<Decision> {
+        self.acquire_until(cost, None).await
+    }
+
+    /// [`acquire`](Self::acquire), waiting at most `wait`. Returns the decision: an
+    /// allowed one (counted), or, once the wait is over (or when the limit says the
+    /// call cannot pass before it is), the last denied one, with its `retry_after`.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); a transient failure that lasts the whole wait
+    /// is returned.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```no_run
+    /// # async fn demo(api: latchkey::ratelimit::RateLimiter) -> latchkey::Result<()> {
+    /// let decision = api.acquire_timeout(1, std::time::Duration::from_secs(2)).await?;
+    /// if !decision.allowed {
+    ///     println!("still over the limit; allowed in {:?}", decision.retry_after);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_timeout(&self, cost: u64, wait: Duration) -> Result<Decision> {
+        self.acquire_until(cost, Instant::now().checked_add(wait))
+            .await
+    }
+
+    /// Asks until allowed, sleeping as each denial says, until `deadline` if any.
+    async fn acquire_until(&self, cost: u64, deadline: Option<Instant>) -> Result<Decision> {
+        self.policy.check_cost(cost)?;
+        let mut failed_pause = Duration::from_millis(10);
+        loop {
+            let (pause, last) = match self.check(cost).await {
+                Ok(decision) if decision.allowed => return Ok(decision),
+                Ok(decision) => match decision.retry_after {
+                    Some(after) => (with_jitter(after), Ok(decision)),
+                    // Denied with no time given: waiting would not help.
+                    None => return Ok(decision),
+                },
+                Err(error) if error.is_transient() => {
+                    let pause = failed_pause;
+                    failed_pause = (failed_pause * 2).min(Duration::from_secs(1));
+                    (pause, Err(error))
+                }
+                Err(error) => return Err(error),
+            };
+            if deadline.is_some_and(|deadline| Instant::now() + pause > deadline) {
+                return last;
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+
     /// What a call of cost 1 would get now, counting nothing: `remaining` is what is
     /// left, `reset_after` when the limit is full again.
     ///
@@ -115,4 +194,11 @@ impl<S: RateStore> RateLimiter<S> {
     pub fn name(&self) -> &str {
         self.key.as_str()
     }
+}
+
+/// `after`, plus up to a tenth of it (at most 50 ms) at random, so waiters denied
+/// together spread out.
+fn with_jitter(after: Duration) -> Duration {
+    let spread = (after / 10).min(Duration::from_millis(50));
+    after + spread.mul_f64(rand::random::<f64>())
 }
