@@ -273,6 +273,11 @@ pub struct ListArgs {
     #[arg(long = "match", default_value = "*")]
     pub pattern: String,
 
+    /// Also list string keys a latchkey client does not hold: other libraries'
+    /// locks (redis-py, redsync …), and any other string key under the prefix.
+    #[arg(long)]
+    pub foreign: bool,
+
     /// Print the result as one line of JSON.
     #[arg(long)]
     pub json: bool,

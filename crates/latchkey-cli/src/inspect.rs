@@ -73,7 +73,9 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
 }
 
 pub async fn list(global: &Global, args: ListArgs) -> Result<u8, Failure> {
-    let locks = connect::with_client!(global, client => client.list(&args.pattern).await?);
+    let mut locks = connect::with_client!(global, client => client.list(&args.pattern).await?);
+    // Any string key looks like a lock from outside: by default, only latchkey's.
+    locks.retain(|(_, status)| args.foreign || status.is_held_by_latchkey());
     if args.json {
         let views: Vec<_> = locks
             .iter()

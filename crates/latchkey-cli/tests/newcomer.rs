@@ -185,3 +185,43 @@ fn throttle_can_wait_for_the_limit() {
     assert_eq!(patient.status.code(), Some(0), "{}", stderr(&patient));
     assert!(started.elapsed() >= std::time::Duration::from_millis(300));
 }
+
+/// Item 4: `list` shows what latchkey clients hold; any other string key (a user's
+/// name, another library's lock) only with `--foreign`.
+#[test]
+fn list_shows_latchkey_locks_and_other_keys_only_when_asked() {
+    let server = RedisServer::start().unwrap();
+    let mut conn = server.connection().unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("user:1:name")
+        .arg("Alice")
+        .query(&mut conn)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let script = format!("touch {}; exec sleep 30", ready.display());
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", server.url())
+        .args(["run", "nightly", "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    while !ready.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let ours = latchkey(&server.url(), &["list"]);
+    let all = latchkey(&server.url(), &["list", "--foreign"]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let (ours, all) = (
+        String::from_utf8_lossy(&ours.stdout).into_owned(),
+        String::from_utf8_lossy(&all.stdout).into_owned(),
+    );
+    assert!(
+        ours.contains("nightly") && !ours.contains("user:1:name"),
+        "{ours}"
+    );
+    assert!(
+        all.contains("nightly") && all.contains("user:1:name"),
+        "{all}"
+    );
+}
