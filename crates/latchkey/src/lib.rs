@@ -420,7 +420,7 @@
 //!     .transaction(&["{bank}:a", "{bank}:b"])?
 //!     .run(|reads| async move {
 //!         let a: i64 = reads.get("{bank}:a").await?;
-//!         let mut writes = redis::pipe();
+//!         let mut writes = latchkey::redis::pipe();
 //!         if a >= 10 { writes.decr("{bank}:a", 10).ignore().incr("{bank}:b", 10).ignore(); }
 //!         Ok((a >= 10).then_some(writes))
 //!     })

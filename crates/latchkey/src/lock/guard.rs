@@ -429,7 +429,7 @@ impl MutexGuard<RedisStore> {
     ///     .transaction(&["{acct:7}:balance"])?
     ///     .run(|reads| async move {
     ///         let balance: i64 = reads.get("{acct:7}:balance").await?;
-    ///         let mut writes = redis::pipe();
+    ///         let mut writes = latchkey::redis::pipe();
     ///         writes.set("{acct:7}:balance", balance + 5).ignore();
     ///         Ok(Some(writes))
     ///     })

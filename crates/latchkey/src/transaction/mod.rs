@@ -53,7 +53,7 @@ use crate::store::RedisStore;
 ///         if a < 10 {
 ///             return Ok(None); // not enough: write nothing
 ///         }
-///         let mut writes = redis::pipe();
+///         let mut writes = latchkey::redis::pipe();
 ///         writes.decr("{bank}:a", 10).incr("{bank}:b", 10);
 ///         Ok(Some(writes))
 ///     })
@@ -168,7 +168,7 @@ impl Transaction {
     /// let (hits,): (i64,) = counter
     ///     .run(|tx| async move {
     ///         let hits: Option<i64> = tx.get("hits").await?;
-    ///         let mut writes = redis::pipe();
+    ///         let mut writes = latchkey::redis::pipe();
     ///         writes.set("hits", hits.unwrap_or(0) + 1).ignore().get("hits");
     ///         Ok(Some(writes))
     ///     })

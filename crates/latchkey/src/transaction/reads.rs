@@ -23,7 +23,7 @@ use crate::store::RedisStore;
 ///         if stock == 0 {
 ///             return Ok(None);
 ///         }
-///         let mut writes = redis::pipe();
+///         let mut writes = latchkey::redis::pipe();
 ///         writes.decr("{shop}:stock", 1);
 ///         Ok(Some(writes))
 ///     })
@@ -78,7 +78,7 @@ impl Reads {
     ///
     /// ```no_run
     /// # async fn demo(reads: &latchkey::transaction::Reads) -> latchkey::Result<()> {
-    /// let fields: Vec<String> = reads.query(redis::cmd("HKEYS").arg("{shop}:cart")).await?;
+    /// let fields: Vec<String> = reads.query(latchkey::redis::cmd("HKEYS").arg("{shop}:cart")).await?;
     /// # Ok(()) }
     /// ```
     pub async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
