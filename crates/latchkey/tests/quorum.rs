@@ -219,10 +219,10 @@ async fn without_the_delay_an_empty_restart_lets_a_second_holder_in() {
         .await
         .unwrap();
     assert!(!held.is_lost(), "A still believes it holds the lock");
-    // Fencing still orders them: B's token is above A's, so a store that checks
-    // tokens refuses A's late writes.
+    // Not even fencing is promised without the delay: both tokens rest on clock
+    // floors of one second, so within one second B's may equal A's; never smaller.
     assert!(
-        second.fence() > held.fence(),
+        second.fence() >= held.fence(),
         "{} then {}",
         held.fence(),
         second.fence()
@@ -319,9 +319,14 @@ async fn the_watchdog_takes_the_lock_back_on_a_master_that_lost_it() {
         .await
         .unwrap();
     servers[0].restart().unwrap();
-    // Renewals every 100 ms take the key back on the emptied node.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let on_restarted: Option<String> = servers[0].connection().unwrap().get("long-job").unwrap();
+    // Renewals every 100 ms take the key back on the emptied node, once it answers
+    // a renewal before the round is settled (it is free, and others renewed).
+    let started = Instant::now();
+    let mut on_restarted: Option<String> = None;
+    while on_restarted.is_none() && started.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        on_restarted = servers[0].connection().unwrap().get("long-job").unwrap();
+    }
     assert!(
         on_restarted.is_some(),
         "not taken back on the restarted node"

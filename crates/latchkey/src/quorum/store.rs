@@ -550,15 +550,17 @@ impl LockStore for QuorumStore {
         };
         let deadline = self.node_deadline(ttl);
         let all = round::all(&self.inner.nodes);
-        let answers = self
-            .ask(
-                &all,
-                deadline,
-                self.majority(),
-                |node| extend(node, key, &hold, ttl, Extend::WhereHeld),
-                |reply| *reply == Extended::Renewed as i64,
-            )
-            .await;
+        // Every node is heard (each within its deadline), not just a majority: the
+        // free ones are taken back next, and a renewal runs in the background, so
+        // waiting for the slowest costs no caller anything.
+        let answers = round::ask(
+            &self.inner.nodes,
+            &all,
+            deadline,
+            |node| extend(node, key, &hold, ttl, Extend::WhereHeld),
+            |_| false,
+        )
+        .await;
         let renewed = round::count(&answers, |r| *r == Extended::Renewed as i64);
         if renewed >= self.majority() {
             let valid_until = ttl.valid_until(sent);
