@@ -16,8 +16,20 @@
 //! # Ok::<(), latchkey::Error>(())
 //! ```
 //!
-//! Every method of the async API is here, with the same name and meaning, except
-//! where synchronous code cannot do the same thing:
+//! What is here, with the same names and meanings as in the async API:
+//!
+//! - **Clients** for every deployment: one server ([`Client::open`],
+//!   [`Client::from_redis_client`], [`Client::with_wait_replicas`]), Redis Cluster
+//!   ([`Client::open_cluster`]), Sentinel ([`Client::open_sentinel`]) and a quorum of
+//!   independent masters ([`Client::open_quorum`], whose client has locks only, as
+//!   the async one does).
+//! - **Locks**: [`Mutex`] and [`MutexGuard`], and [`Client::list`].
+//! - **Semaphores** ([`Semaphore`], whose permits are [`SemaphorePermit`]s: blocking
+//!   guards over the semaphore's store) and **read-write locks** ([`RwLock`]), on one
+//!   Redis deployment.
+//! - **Rate limits**: [`RateLimiter`].
+//!
+//! What differs, because synchronous code cannot do the same thing:
 //!
 //! - [`Mutex::with_lock`] takes a closure and cannot cancel it when the lease is
 //!   lost (synchronous code cannot be interrupted): check
@@ -29,8 +41,22 @@
 //!   async guard releases in the background).
 //! - A waiting call cannot be cancelled from outside: use
 //!   [`Mutex::lock_timeout`] to bound it.
-//! - The store is always a [`RedisStore`](crate::store::RedisStore) opened by URL or
-//!   from a redis-rs client.
+//!
+//! What is missing, and why:
+//!
+//! - **Optimistic transactions** (`Client::transaction`, `MutexGuard::transaction`).
+//!   The body of [`Transaction::run`](crate::transaction::Transaction::run) is an
+//!   async closure that reads through [`Reads`](crate::transaction::Reads) while
+//!   the transaction runs, between WATCH and EXEC on the attempt's own connection.
+//!   A synchronous body would have to block inside that running future, and each
+//!   of its reads would then need a thread of its own to wait on the client's
+//!   runtime. Run transactions with the async API on a runtime of your own
+//!   (`tokio::runtime::Runtime::block_on`) instead.
+//! - **Your own store or connection** (`Client::with_store`,
+//!   `Client::from_connection`, `Client::store`, `Mutex::new`). A blocking client
+//!   makes its store on its own runtime, from URLs or a redis-rs client; a
+//!   connection made elsewhere is driven by the runtime it was made on, which
+//!   synchronous code does not have.
 //!
 //! Waiting, leases, fencing and the behaviour under faults are those of the async API:
 //! see the [crate docs](crate#leases). Every fallible call returns the errors of its
@@ -48,8 +74,10 @@ use crate::error::{Error, Result};
 use crate::key::{LockKey, Prefix};
 use crate::lease::{Lease, Ttl};
 use crate::lock::Fairness;
-use crate::ratelimit::{Decision, Policy};
-use crate::store::LockStatus;
+use crate::quorum::QuorumStore;
+use crate::ratelimit::{Decision, Headers, Policy};
+use crate::semaphore::PermitStore;
+use crate::store::{Inspect, LockStatus, Pass, RedisStore, WakeUps};
 use crate::token::OwnerToken;
 
 /// Blocking twin of [`crate::Client`].
@@ -59,12 +87,12 @@ use crate::token::OwnerToken;
 /// # Ok::<(), latchkey::Error>(())
 /// ```
 #[derive(Clone, Debug)]
-pub struct Client {
-    inner: crate::Client,
+pub struct Client<S = RedisStore> {
+    inner: crate::Client<S>,
     runtime: Arc<OwnedRuntime>,
 }
 
-impl Client {
+impl Client<RedisStore> {
     /// Connects to one Redis server by URL (see [`crate::Client::open`]).
     ///
     /// # Errors
@@ -76,9 +104,41 @@ impl Client {
     /// # Ok::<(), latchkey::Error>(())
     /// ```
     pub fn open(url: &str) -> Result<Self> {
-        let runtime = Arc::new(OwnedRuntime::start()?);
-        let inner = block_on(&runtime, crate::Client::open(url))??;
-        Ok(Client { inner, runtime })
+        Client::start(crate::Client::open(url))
+    }
+
+    /// Connects to a Redis Cluster through `seeds`, the URLs of some of its nodes
+    /// (see [`crate::Client::open_cluster`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::open_cluster`], and [`Error::Runtime`] if the runtime
+    /// cannot start.
+    ///
+    /// ```no_run
+    /// let client = latchkey::blocking::Client::open_cluster(&["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"])?;
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn open_cluster(seeds: &[impl AsRef<str>]) -> Result<Self> {
+        let seeds = owned(seeds);
+        Client::start(crate::Client::open_cluster(&seeds))
+    }
+
+    /// Connects to the primary Redis Sentinel names for `master`, asking the
+    /// Sentinels at `sentinels` (see [`crate::Client::open_sentinel`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::open_sentinel`], and [`Error::Runtime`] if the runtime
+    /// cannot start.
+    ///
+    /// ```no_run
+    /// let client = latchkey::blocking::Client::open_sentinel("mymaster", &["redis://10.0.0.1:26379"])?;
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn open_sentinel(master: &str, sentinels: &[impl AsRef<str>]) -> Result<Self> {
+        let sentinels = owned(sentinels);
+        Client::start(crate::Client::open_sentinel(master, &sentinels))
     }
 
     /// Connects through a redis-rs client the application already configured (a
@@ -94,8 +154,127 @@ impl Client {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_redis_client(client: redis::Client) -> Result<Self> {
+        Client::start(crate::Client::from_redis_client(client))
+    }
+
+    /// The same client (sharing its connections and runtime), whose locks wait for
+    /// `replicas` replicas to confirm every grant and renewal (see
+    /// [`crate::Client::with_wait_replicas`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::with_wait_replicas`]: [`Error::InvalidArgument`] for a
+    /// `timeout` under 1 ms or over 500 ms.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let safer = client.with_wait_replicas(1, std::time::Duration::from_millis(100))?;
+    /// let guard = safer.mutex("payout")?.lock()?;
+    /// println!("{:?} replicas have it", guard.replicas());
+    /// # Ok(()) }
+    /// ```
+    pub fn with_wait_replicas(mut self, replicas: u32, timeout: Duration) -> Result<Self> {
+        self.inner = self.inner.with_wait_replicas(replicas, timeout)?;
+        Ok(self)
+    }
+
+    /// A counting semaphore on `name` with `permits` permits (see
+    /// [`crate::Client::semaphore`]). Nothing is sent to Redis until it is used.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::semaphore`]: [`Error::InvalidArgument`] for an invalid
+    /// name, or 0 permits or more than 2^50.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let checkout = client.semaphore("checkout", 3)?;
+    /// let permit = checkout.acquire(1)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, name: &str, permits: u64) -> Result<Semaphore> {
+        Ok(Semaphore {
+            inner: self.inner.semaphore(name, permits)?,
+            runtime: self.runtime.clone(),
+        })
+    }
+
+    /// A read-write lock on `name`: many readers or one writer, writers first (see
+    /// [`crate::Client::rw_lock`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::rw_lock`]: [`Error::InvalidArgument`] for an invalid name.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let config = client.rw_lock("config")?;
+    /// let read = config.read()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
+        Ok(RwLock {
+            inner: self.inner.rw_lock(name)?,
+            runtime: self.runtime.clone(),
+        })
+    }
+
+    /// A rate limiter on `name` under `policy` (see [`crate::Client::rate_limiter`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an invalid name.
+    ///
+    /// ```no_run
+    /// use latchkey::ratelimit::Policy;
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let sms = client.rate_limiter("sms:+15551234567", Policy::cooldown(std::time::Duration::from_secs(60))?)?;
+    /// if !sms.check(1)?.allowed { println!("too soon"); }
+    /// # Ok(()) }
+    /// ```
+    pub fn rate_limiter(&self, name: &str, policy: Policy) -> Result<RateLimiter> {
+        Ok(RateLimiter {
+            inner: self.inner.rate_limiter(name, policy)?,
+            runtime: self.runtime.clone(),
+        })
+    }
+}
+
+impl Client<QuorumStore> {
+    /// A client whose locks are held by a majority of independent Redis masters
+    /// (Redlock; N odd, at least 3); see [`crate::Client::open_quorum`]. As in the
+    /// async API, it has locks only: semaphores, read-write locks and rate limits
+    /// need one Redis deployment.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::open_quorum`], and [`Error::Runtime`] if the runtime
+    /// cannot start.
+    ///
+    /// ```no_run
+    /// let client = latchkey::blocking::Client::open_quorum(&[
+    ///     "redis://10.0.0.1:6379",
+    ///     "redis://10.0.0.2:6379",
+    ///     "redis://10.0.0.3:6379",
+    /// ])?;
+    /// let guard = client.mutex("nightly-report")?.lock()?;
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn open_quorum(urls: &[impl AsRef<str>]) -> Result<Self> {
+        let urls = owned(urls);
+        Client::start(crate::Client::open_quorum(&urls))
+    }
+}
+
+impl<S> Client<S> {
+    /// Starts the client's runtime and opens the async client on it.
+    fn start<F>(open: F) -> Result<Self>
+    where
+        F: Future<Output = Result<crate::Client<S>>> + Send,
+        S: Send,
+    {
         let runtime = Arc::new(OwnedRuntime::start()?);
-        let inner = block_on(&runtime, crate::Client::from_redis_client(client))??;
+        let inner = block_on(&runtime, open)??;
         Ok(Client { inner, runtime })
     }
 
@@ -125,7 +304,9 @@ impl Client {
     pub fn prefix(&self) -> &Prefix {
         self.inner.prefix()
     }
+}
 
+impl<S: Pass + WakeUps> Client<S> {
     /// A handle to the lock called `name` (see [`crate::Client::mutex`]).
     ///
     /// # Errors
@@ -137,13 +318,15 @@ impl Client {
     /// let mutex = client.mutex("deploy")?;
     /// # Ok(()) }
     /// ```
-    pub fn mutex(&self, name: &str) -> Result<Mutex> {
+    pub fn mutex(&self, name: &str) -> Result<Mutex<S>> {
         Ok(Mutex {
             inner: self.inner.mutex(name)?,
             runtime: self.runtime.clone(),
         })
     }
+}
 
+impl<S: Pass + WakeUps + Inspect> Client<S> {
     /// The locks whose names match `pattern`, with their status (see
     /// [`crate::Client::list`]).
     ///
@@ -160,26 +343,6 @@ impl Client {
     /// ```
     pub fn list(&self, pattern: &str) -> Result<Vec<(String, LockStatus)>> {
         block_on(&self.runtime, self.inner.list(pattern))?
-    }
-
-    /// A rate limiter on `name` under `policy` (see [`crate::Client::rate_limiter`]).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`] for an invalid name.
-    ///
-    /// ```no_run
-    /// use latchkey::ratelimit::Policy;
-    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
-    /// let sms = client.rate_limiter("sms:+15551234567", Policy::cooldown(std::time::Duration::from_secs(60))?)?;
-    /// if !sms.check(1)?.allowed { println!("too soon"); }
-    /// # Ok(()) }
-    /// ```
-    pub fn rate_limiter(&self, name: &str, policy: Policy) -> Result<RateLimiter> {
-        Ok(RateLimiter {
-            inner: self.inner.rate_limiter(name, policy)?,
-            runtime: self.runtime.clone(),
-        })
     }
 }
 
@@ -265,6 +428,43 @@ impl RateLimiter {
     pub fn acquire_timeout(&self, cost: u64, wait: std::time::Duration) -> Result<Decision> {
         block_on(&self.runtime, self.inner.acquire_timeout(cost, wait))?
     }
+
+    /// The HTTP header values for `decision` under this limiter's policy (see
+    /// [`crate::ratelimit::RateLimiter::headers`]).
+    ///
+    /// ```no_run
+    /// # fn demo(api: latchkey::blocking::RateLimiter) -> latchkey::Result<()> {
+    /// let decision = api.check(1)?;
+    /// for (name, value) in api.headers(&decision).pairs() {
+    ///     println!("{name}: {value}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn headers(&self, decision: &Decision) -> Headers {
+        self.inner.headers(decision)
+    }
+
+    /// The policy.
+    ///
+    /// ```no_run
+    /// # fn demo(api: latchkey::blocking::RateLimiter) {
+    /// println!("{} per {:?}", api.policy().quota(), api.policy().period());
+    /// # }
+    /// ```
+    pub fn policy(&self) -> &Policy {
+        self.inner.policy()
+    }
+
+    /// The limiter's name as given (with the client's prefix).
+    ///
+    /// ```no_run
+    /// # fn demo(api: latchkey::blocking::RateLimiter) {
+    /// println!("limiting {}", api.name());
+    /// # }
+    /// ```
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
 }
 
 /// Blocking twin of [`crate::Mutex`].
@@ -277,12 +477,12 @@ impl RateLimiter {
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
-pub struct Mutex {
-    inner: crate::Mutex,
+pub struct Mutex<S = RedisStore> {
+    inner: crate::Mutex<S>,
     runtime: Arc<OwnedRuntime>,
 }
 
-impl Mutex {
+impl<S: Pass + WakeUps> Mutex<S> {
     /// The same lock with another [`Lease`] (see [`crate::Mutex::with_lease`]).
     ///
     /// ```no_run
@@ -352,23 +552,6 @@ impl Mutex {
         self.inner.fairness()
     }
 
-    /// Holder (mask it before display), remaining lease, last fence, waiters (see
-    /// [`crate::Mutex::status`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::Mutex::status`]: [`Error::WrongType`] if the key is not a lock,
-    /// the errors a reply can carry; and [`Error::Runtime`].
-    ///
-    /// ```no_run
-    /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
-    /// println!("{} waiting", mutex.status()?.waiters);
-    /// # Ok(()) }
-    /// ```
-    pub fn status(&self) -> Result<LockStatus> {
-        block_on(&self.runtime, self.inner.status())?
-    }
-
     /// Takes the lock if it is free (see [`crate::Mutex::try_lock`]).
     ///
     /// # Errors
@@ -385,8 +568,8 @@ impl Mutex {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_lock(&self) -> Result<MutexGuard> {
-        self.guard(block_on(&self.runtime, self.inner.try_lock())?)
+    pub fn try_lock(&self) -> Result<MutexGuard<S>> {
+        acquire(&self.runtime, self.inner.try_lock())
     }
 
     /// Blocks until the lock is ours (see [`crate::Mutex::lock`]). Nothing can
@@ -402,8 +585,8 @@ impl Mutex {
     /// let guard = mutex.lock()?;
     /// # Ok(()) }
     /// ```
-    pub fn lock(&self) -> Result<MutexGuard> {
-        self.guard(block_on(&self.runtime, self.inner.lock())?)
+    pub fn lock(&self) -> Result<MutexGuard<S>> {
+        acquire(&self.runtime, self.inner.lock())
     }
 
     /// Blocks at most `wait` for the lock (see [`crate::Mutex::lock_timeout`]).
@@ -419,8 +602,8 @@ impl Mutex {
     /// let guard = mutex.lock_timeout(std::time::Duration::from_secs(10))?;
     /// # Ok(()) }
     /// ```
-    pub fn lock_timeout(&self, wait: Duration) -> Result<MutexGuard> {
-        self.guard(block_on(&self.runtime, self.inner.lock_timeout(wait))?)
+    pub fn lock_timeout(&self, wait: Duration) -> Result<MutexGuard<S>> {
+        acquire(&self.runtime, self.inner.lock_timeout(wait))
     }
 
     /// Runs `work` under the lock and releases it after. Unlike the async
@@ -438,7 +621,7 @@ impl Mutex {
     /// let fence = mutex.with_lock(|guard| guard.fence())?;
     /// # Ok(()) }
     /// ```
-    pub fn with_lock<T>(&self, work: impl FnOnce(&MutexGuard) -> T) -> Result<T> {
+    pub fn with_lock<T>(&self, work: impl FnOnce(&MutexGuard<S>) -> T) -> Result<T> {
         let guard = self.lock()?;
         let value = work(&guard);
         if guard.is_lost() || !guard.release()? {
@@ -464,6 +647,25 @@ impl Mutex {
     pub fn is_locked(&self) -> Result<bool> {
         block_on(&self.runtime, self.inner.is_locked())?
     }
+}
+
+impl<S: Pass + WakeUps + Inspect> Mutex<S> {
+    /// Holder (mask it before display), remaining lease, last fence, waiters (see
+    /// [`crate::Mutex::status`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Mutex::status`]: [`Error::WrongType`] if the key is not a lock,
+    /// the errors a reply can carry; and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
+    /// println!("{} waiting", mutex.status()?.waiters);
+    /// # Ok(()) }
+    /// ```
+    pub fn status(&self) -> Result<LockStatus> {
+        block_on(&self.runtime, self.inner.status())?
+    }
 
     /// Breaks the lock whoever holds it (see [`crate::Mutex::force_release`]).
     ///
@@ -482,17 +684,21 @@ impl Mutex {
     pub fn force_release(&self) -> Result<Option<LockStatus>> {
         block_on(&self.runtime, self.inner.force_release())?
     }
+}
 
-    fn guard(&self, taken: Result<crate::MutexGuard>) -> Result<MutexGuard> {
-        Ok(MutexGuard {
-            inner: Some(taken?),
-            runtime: self.runtime.clone(),
-        })
-    }
+/// Blocks on `acquisition`, an async acquire, and wraps the guard it returns.
+fn acquire<S: Pass + WakeUps>(
+    runtime: &Arc<OwnedRuntime>,
+    acquisition: impl Future<Output = Result<crate::MutexGuard<S>>> + Send,
+) -> Result<MutexGuard<S>> {
+    Ok(MutexGuard {
+        inner: Some(block_on(runtime, acquisition)??),
+        runtime: runtime.clone(),
+    })
 }
 
 /// Blocking twin of [`crate::MutexGuard`]. Dropping it releases the lock before
-/// the drop returns.
+/// the drop returns. Over a semaphore's store it is a [`SemaphorePermit`].
 ///
 /// ```no_run
 /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
@@ -503,15 +709,15 @@ impl Mutex {
 /// ```
 #[derive(Debug)]
 #[must_use = "dropping the guard releases the lock at once"]
-pub struct MutexGuard {
+pub struct MutexGuard<S: Pass + WakeUps = RedisStore> {
     // `Some` for the guard's whole life: only `release` and `drop` take it, and
     // neither leaves a guard behind.
-    inner: Option<crate::MutexGuard>,
+    inner: Option<crate::MutexGuard<S>>,
     runtime: Arc<OwnedRuntime>,
 }
 
-impl MutexGuard {
-    fn inner(&self) -> &crate::MutexGuard {
+impl<S: Pass + WakeUps> MutexGuard<S> {
+    fn inner(&self) -> &crate::MutexGuard<S> {
         self.inner
             .as_ref()
             .expect("a blocking guard holds its async guard until released or dropped")
@@ -553,6 +759,18 @@ impl MutexGuard {
     /// ```
     pub fn fence(&self) -> u64 {
         self.inner().fence()
+    }
+
+    /// How many replicas confirmed the grant, when the client waits for replicas
+    /// (see [`crate::MutexGuard::replicas`]); `None` otherwise.
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) {
+    /// println!("{:?} replicas have it", guard.replicas());
+    /// # }
+    /// ```
+    pub fn replicas(&self) -> Option<u32> {
+        self.inner().replicas()
     }
 
     /// The lock's Redis key.
@@ -686,7 +904,7 @@ impl MutexGuard {
     }
 }
 
-impl Drop for MutexGuard {
+impl<S: Pass + WakeUps> Drop for MutexGuard<S> {
     fn drop(&mut self) {
         let Some(guard) = self.inner.take() else {
             return;
@@ -694,6 +912,363 @@ impl Drop for MutexGuard {
         if let Ok(Err(error)) = block_on(&self.runtime, guard.release()) {
             tracing::warn!(%error, "could not release a dropped lock; it frees itself when its lease ends");
         }
+    }
+}
+
+/// Permits held from a blocking [`Semaphore`] or [`RwLock`]: the blocking twin of
+/// [`crate::SemaphorePermit`], a [`MutexGuard`] over the semaphore's store. Dropping
+/// it gives the permits back before the drop returns.
+///
+/// ```no_run
+/// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+/// let permit: latchkey::blocking::SemaphorePermit = client.semaphore("checkout", 3)?.acquire(1)?;
+/// println!("checking out, fence {}", permit.fence());
+/// permit.release()?;
+/// # Ok(()) }
+/// ```
+pub type SemaphorePermit = MutexGuard<PermitStore>;
+
+/// Blocking twin of [`crate::Semaphore`]: at most `permits` units held at once by
+/// every process using the name.
+///
+/// ```no_run
+/// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+/// let checkout = client.semaphore("flash-sale:checkout", 3)?;
+/// let permit = checkout.acquire(1)?; // waits in line for one of 3
+/// println!("{} free now", checkout.available()?);
+/// drop(permit); // given back before the drop returns
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Semaphore {
+    inner: crate::Semaphore,
+    runtime: Arc<OwnedRuntime>,
+}
+
+impl Semaphore {
+    /// Checks a permit count without a server (see
+    /// [`crate::Semaphore::check_permits`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Semaphore::check_permits`]: [`Error::InvalidArgument`] for 0 or
+    /// more than 2^50.
+    ///
+    /// ```
+    /// assert!(latchkey::blocking::Semaphore::check_permits(3).is_ok());
+    /// assert!(latchkey::blocking::Semaphore::check_permits(0).is_err());
+    /// ```
+    pub fn check_permits(permits: u64) -> Result<()> {
+        crate::Semaphore::check_permits(permits)
+    }
+
+    /// The same semaphore whose permits are held for `lease` (see
+    /// [`crate::Semaphore::with_lease`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// use latchkey::Lease;
+    /// let jobs = client.semaphore("jobs", 4)?.with_lease(Lease::renewed(std::time::Duration::from_secs(5))?);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_lease(mut self, lease: Lease) -> Self {
+        self.inner = self.inner.with_lease(lease);
+        self
+    }
+
+    /// The same semaphore with another waiter lease (see
+    /// [`crate::Semaphore::with_waiter_lease`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let lease = latchkey::Ttl::new(std::time::Duration::from_secs(3))?;
+    /// let jobs = client.semaphore("jobs", 4)?.with_waiter_lease(lease);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_waiter_lease(mut self, lease: Ttl) -> Self {
+        self.inner = self.inner.with_waiter_lease(lease);
+        self
+    }
+
+    /// The number of permits.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// assert_eq!(client.semaphore("jobs", 4)?.permits(), 4);
+    /// # Ok(()) }
+    /// ```
+    pub fn permits(&self) -> u64 {
+        self.inner.permits()
+    }
+
+    /// Blocks until `weight` permits are ours, waiting in line (see
+    /// [`crate::Semaphore::acquire`]). Nothing can interrupt it: prefer
+    /// [`acquire_timeout`](Self::acquire_timeout).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Semaphore::acquire`]: [`Error::InvalidArgument`] for a weight of 0
+    /// or above the permits, only errors retrying cannot fix otherwise; and
+    /// [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(pool: latchkey::blocking::Semaphore) -> latchkey::Result<()> {
+    /// let permit = pool.acquire(2)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire(&self, weight: u64) -> Result<SemaphorePermit> {
+        acquire(&self.runtime, self.inner.acquire(weight))
+    }
+
+    /// Blocks at most `wait` for `weight` permits (see
+    /// [`crate::Semaphore::acquire_timeout`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Semaphore::acquire_timeout`]: [`Error::Busy`] if none came in
+    /// time, otherwise as [`acquire`](Self::acquire).
+    ///
+    /// ```no_run
+    /// # fn demo(pool: latchkey::blocking::Semaphore) -> latchkey::Result<()> {
+    /// let permit = pool.acquire_timeout(1, std::time::Duration::from_secs(5))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire_timeout(&self, weight: u64, wait: Duration) -> Result<SemaphorePermit> {
+        acquire(&self.runtime, self.inner.acquire_timeout(weight, wait))
+    }
+
+    /// Takes `weight` permits if they are free now and nobody waits ahead, in one
+    /// round trip (see [`crate::Semaphore::try_acquire`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Semaphore::try_acquire`]: [`Error::Busy`] if not, otherwise as
+    /// [`acquire`](Self::acquire).
+    ///
+    /// ```no_run
+    /// # fn demo(pool: latchkey::blocking::Semaphore) -> latchkey::Result<()> {
+    /// match pool.try_acquire(1) {
+    ///     Ok(permit) => println!("in, fence {}", permit.fence()),
+    ///     Err(latchkey::Error::Busy { .. }) => println!("full"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire(&self, weight: u64) -> Result<SemaphorePermit> {
+        acquire(&self.runtime, self.inner.try_acquire(weight))
+    }
+
+    /// Permits free now, counting the leases live at the server's time of reading
+    /// (see [`crate::Semaphore::available`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Semaphore::available`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(pool: latchkey::blocking::Semaphore) -> latchkey::Result<()> {
+    /// println!("{} of {} free", pool.available()?, pool.permits());
+    /// # Ok(()) }
+    /// ```
+    pub fn available(&self) -> Result<u64> {
+        block_on(&self.runtime, self.inner.available())?
+    }
+
+    /// Waiters in line now (see [`crate::Semaphore::waiting`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Semaphore::waiting`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(pool: latchkey::blocking::Semaphore) -> latchkey::Result<()> {
+    /// println!("{} waiting", pool.waiting()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn waiting(&self) -> Result<u64> {
+        block_on(&self.runtime, self.inner.waiting())?
+    }
+}
+
+/// Blocking twin of [`crate::RwLock`]: any number of readers at once, or one
+/// writer, writers first. Read and write guards are [`SemaphorePermit`]s.
+///
+/// ```no_run
+/// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+/// let config = client.rw_lock("config")?;
+/// {
+///     let read = config.read()?; // shared with other readers
+///     println!("reading under fence {}", read.fence());
+/// }
+/// let write = config.write()?; // alone
+/// write.release()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RwLock {
+    inner: crate::RwLock,
+    runtime: Arc<OwnedRuntime>,
+}
+
+impl RwLock {
+    /// The same lock with another [`Lease`] for every guard (see
+    /// [`crate::RwLock::with_lease`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let config = client.rw_lock("config")?.with_lease(latchkey::Lease::renewed(std::time::Duration::from_secs(5))?);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_lease(mut self, lease: Lease) -> Self {
+        self.inner = self.inner.with_lease(lease);
+        self
+    }
+
+    /// The same lock with another waiter lease (see
+    /// [`crate::RwLock::with_waiter_lease`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let lease = latchkey::Ttl::new(std::time::Duration::from_secs(3))?;
+    /// let config = client.rw_lock("config")?.with_waiter_lease(lease);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_waiter_lease(mut self, lease: Ttl) -> Self {
+        self.inner = self.inner.with_waiter_lease(lease);
+        self
+    }
+
+    /// Blocks until a read guard is ours, behind a writer that holds or waits (see
+    /// [`crate::RwLock::read`]). Nothing can interrupt it: prefer
+    /// [`read_timeout`](Self::read_timeout).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RwLock::read`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(config: latchkey::blocking::RwLock) -> latchkey::Result<()> {
+    /// let read = config.read()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn read(&self) -> Result<SemaphorePermit> {
+        acquire(&self.runtime, self.inner.read())
+    }
+
+    /// Blocks until the write guard is ours: until every reader and writer ahead of
+    /// it is done (see [`crate::RwLock::write`]). Nothing can interrupt it: prefer
+    /// [`write_timeout`](Self::write_timeout).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RwLock::write`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(config: latchkey::blocking::RwLock) -> latchkey::Result<()> {
+    /// let write = config.write()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn write(&self) -> Result<SemaphorePermit> {
+        acquire(&self.runtime, self.inner.write())
+    }
+
+    /// [`read`](Self::read), blocking at most `wait` (see
+    /// [`crate::RwLock::read_timeout`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RwLock::read_timeout`]: [`Error::Busy`] if it did not come in
+    /// time; and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(config: latchkey::blocking::RwLock) -> latchkey::Result<()> {
+    /// let read = config.read_timeout(std::time::Duration::from_secs(1))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn read_timeout(&self, wait: Duration) -> Result<SemaphorePermit> {
+        acquire(&self.runtime, self.inner.read_timeout(wait))
+    }
+
+    /// [`write`](Self::write), blocking at most `wait` (see
+    /// [`crate::RwLock::write_timeout`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RwLock::write_timeout`]: [`Error::Busy`] if it did not come in
+    /// time; and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(config: latchkey::blocking::RwLock) -> latchkey::Result<()> {
+    /// let write = config.write_timeout(std::time::Duration::from_secs(1))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn write_timeout(&self, wait: Duration) -> Result<SemaphorePermit> {
+        acquire(&self.runtime, self.inner.write_timeout(wait))
+    }
+
+    /// A read guard if no writer holds or waits, in one round trip (see
+    /// [`crate::RwLock::try_read`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RwLock::try_read`]: [`Error::Busy`] if not; and
+    /// [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(config: latchkey::blocking::RwLock) -> latchkey::Result<()> {
+    /// let read = config.try_read()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn try_read(&self) -> Result<SemaphorePermit> {
+        acquire(&self.runtime, self.inner.try_read())
+    }
+
+    /// The write guard if nobody holds or waits, in one round trip (see
+    /// [`crate::RwLock::try_write`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RwLock::try_write`]: [`Error::Busy`] if not; and
+    /// [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(config: latchkey::blocking::RwLock) -> latchkey::Result<()> {
+    /// let write = config.try_write()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn try_write(&self) -> Result<SemaphorePermit> {
+        acquire(&self.runtime, self.inner.try_write())
+    }
+
+    /// Readers holding the lock now, or [`u64::MAX`] while a writer holds it (see
+    /// [`crate::RwLock::readers`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RwLock::readers`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(config: latchkey::blocking::RwLock) -> latchkey::Result<()> {
+    /// println!("{} readers", config.readers()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn readers(&self) -> Result<u64> {
+        block_on(&self.runtime, self.inner.readers())?
+    }
+
+    /// Readers and writers waiting in line now (see [`crate::RwLock::waiting`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RwLock::waiting`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(config: latchkey::blocking::RwLock) -> latchkey::Result<()> {
+    /// println!("{} waiting", config.waiting()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn waiting(&self) -> Result<u64> {
+        block_on(&self.runtime, self.inner.waiting())?
     }
 }
 
@@ -722,6 +1297,12 @@ impl Drop for OwnedRuntime {
             runtime.shutdown_background();
         }
     }
+}
+
+/// The URLs as owned strings, so a future that borrows them is `Send` whatever
+/// the caller's string type.
+fn owned(urls: &[impl AsRef<str>]) -> Vec<String> {
+    urls.iter().map(|url| url.as_ref().to_owned()).collect()
 }
 
 /// Runs `future` on `runtime` and waits for it.

@@ -545,3 +545,9 @@ pub use rwlock::RwLock;
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use store::LockStatus;
 pub use token::OwnerToken;
+
+// The README's Rust examples, compiled (and `no_run` ones type-checked) by
+// `cargo test --doc`, so they cannot drift from the API.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,179 @@
+//! The synchronous semaphore, read-write lock and quorum client, against real
+//! redis-server processes.
+
+use std::time::{Duration, Instant};
+
+use latchkey::blocking::{Client, Semaphore};
+use latchkey::{Error, Lease, Ttl};
+use latchkey_testkit::RedisServer;
+
+/// A blocking client of `server`, under its own prefix.
+fn client(server: &RedisServer) -> Client {
+    Client::open(&server.url())
+        .unwrap()
+        .with_prefix("sync:")
+        .unwrap()
+}
+
+/// Waits (at most 5 s) until `condition` holds.
+fn until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_blocking_semaphore_counts_queues_and_gives_permits_back() {
+    let server = RedisServer::start().unwrap();
+    let client = client(&server);
+    let pool = client
+        .semaphore("pool", 3)
+        .unwrap()
+        .with_lease(Lease::fixed(Duration::from_secs(10)).unwrap())
+        .with_waiter_lease(Ttl::new(Duration::from_secs(3)).unwrap());
+    assert_eq!(pool.permits(), 3);
+    assert_eq!(pool.available().unwrap(), 3);
+    assert_eq!(pool.waiting().unwrap(), 0);
+    assert!(Semaphore::check_permits(3).is_ok());
+    assert!(matches!(
+        client.semaphore("pool", 0),
+        Err(Error::InvalidArgument(_))
+    ));
+
+    // Weighted permits, each with its own lease and a growing fencing token.
+    let two = pool.acquire(2).unwrap();
+    assert_eq!(pool.available().unwrap(), 1);
+    let one = pool.try_acquire(1).unwrap();
+    assert_eq!(pool.available().unwrap(), 0);
+    assert!(one.fence() > two.fence());
+    assert!(one.is_held().unwrap() && two.is_held().unwrap());
+    assert_ne!(one.owner().as_str(), two.owner().as_str());
+    one.extend(Duration::from_secs(20)).unwrap();
+    assert!(one.validity() > Duration::from_secs(10));
+
+    // Full: no permit now, nor within a short wait; impossible weights are refused.
+    assert!(matches!(pool.try_acquire(1), Err(Error::Busy { .. })));
+    let started = Instant::now();
+    assert!(matches!(
+        pool.acquire_timeout(1, Duration::from_millis(200)),
+        Err(Error::Busy { .. })
+    ));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(matches!(pool.acquire(0), Err(Error::InvalidArgument(_))));
+    assert!(matches!(pool.acquire(4), Err(Error::InvalidArgument(_))));
+
+    // A waiter on another thread queues, and the release of two permits lets it in.
+    let waiter = std::thread::spawn({
+        let pool = pool.clone();
+        move || pool.acquire_timeout(2, Duration::from_secs(10))
+    });
+    until("the waiter queues", || pool.waiting().unwrap() == 1);
+    assert!(matches!(pool.try_acquire(1), Err(Error::Busy { .. })));
+    assert!(two.release().unwrap());
+    let waited = waiter.join().unwrap().unwrap();
+    assert!(waited.fence() > one.fence());
+    assert_eq!(pool.waiting().unwrap(), 0);
+    assert_eq!(pool.available().unwrap(), 0);
+
+    // A dropped permit is given back before the drop returns.
+    drop(waited);
+    assert_eq!(pool.available().unwrap(), 2);
+    drop(one);
+    assert_eq!(pool.available().unwrap(), 3);
+}
+
+#[test]
+fn a_blocking_semaphore_permit_is_renewed_while_it_lives() {
+    let server = RedisServer::start().unwrap();
+    let pool = client(&server)
+        .semaphore("renewed", 1)
+        .unwrap()
+        .with_lease(Lease::renewed(Duration::from_millis(300)).unwrap());
+    let permit = pool.acquire(1).unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(!permit.is_lost());
+    assert!(
+        permit.is_held().unwrap(),
+        "the watchdog did not renew the lease"
+    );
+    assert_eq!(pool.available().unwrap(), 0);
+    assert!(permit.release().unwrap());
+    assert_eq!(pool.available().unwrap(), 1);
+}
+
+#[test]
+fn a_blocking_rw_lock_shares_reads_and_puts_a_waiting_writer_first() {
+    let server = RedisServer::start().unwrap();
+    let config = client(&server)
+        .rw_lock("config")
+        .unwrap()
+        .with_lease(Lease::fixed(Duration::from_secs(10)).unwrap())
+        .with_waiter_lease(Ttl::new(Duration::from_secs(3)).unwrap());
+    assert_eq!(config.readers().unwrap(), 0);
+
+    // Readers share it; a writer cannot come in while they read.
+    let first = config.read().unwrap();
+    let second = config.try_read().unwrap();
+    let third = config.read_timeout(Duration::from_secs(1)).unwrap();
+    assert_eq!(config.readers().unwrap(), 3);
+    assert!(matches!(config.try_write(), Err(Error::Busy { .. })));
+    assert!(matches!(
+        config.write_timeout(Duration::from_millis(200)),
+        Err(Error::Busy { .. })
+    ));
+    drop(third);
+    assert_eq!(config.readers().unwrap(), 2);
+
+    // A waiting writer goes first: readers that come after it queue behind it.
+    let writer = std::thread::spawn({
+        let config = config.clone();
+        move || config.write()
+    });
+    until("the writer queues", || config.waiting().unwrap() == 1);
+    assert!(matches!(config.try_read(), Err(Error::Busy { .. })));
+    assert!(matches!(
+        config.read_timeout(Duration::from_millis(200)),
+        Err(Error::Busy { .. })
+    ));
+    assert!(first.release().unwrap());
+    drop(second);
+    let write = writer.join().unwrap().unwrap();
+    assert_eq!(config.readers().unwrap(), u64::MAX);
+    assert_eq!(config.waiting().unwrap(), 0);
+    assert!(matches!(config.try_read(), Err(Error::Busy { .. })));
+    assert!(matches!(config.try_write(), Err(Error::Busy { .. })));
+    let write_fence = write.fence();
+    assert!(write.release().unwrap());
+
+    // Free again: a writer alone, then readers after it with larger fences.
+    let alone = config.write_timeout(Duration::from_secs(1)).unwrap();
+    assert!(alone.fence() > write_fence);
+    drop(alone);
+    let read = config.try_read().unwrap();
+    assert!(read.fence() > write_fence);
+    assert_eq!(config.readers().unwrap(), 1);
+    drop(read);
+    assert_eq!(config.readers().unwrap(), 0);
+}
+
+#[test]
+fn a_blocking_quorum_client_locks_on_a_majority() {
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+    let urls: Vec<String> = masters.iter().map(RedisServer::url).collect();
+    let (a, b) = (
+        Client::open_quorum(&urls).unwrap(),
+        Client::open_quorum(&urls).unwrap(),
+    );
+    let lease = Lease::fixed(Duration::from_secs(10)).unwrap();
+    let report = a.mutex("report").unwrap().with_lease(lease);
+    let guard = report.lock_timeout(Duration::from_secs(2)).unwrap();
+    let other = b.mutex("report").unwrap().with_lease(lease);
+    assert!(matches!(other.try_lock(), Err(Error::Busy { .. })));
+    assert!(other.is_locked().unwrap());
+    assert!(guard.release().unwrap());
+    let taken = other.lock_timeout(Duration::from_secs(2)).unwrap();
+    drop(taken);
+    assert!(!report.is_locked().unwrap());
+}
