@@ -82,11 +82,15 @@ pub struct Global {
 pub enum Command {
     /// Run a command while holding a lock (a distributed flock(1)).
     Run(RunArgs),
-    /// Show whether a lock is held, by whom (masked), for how long, and who waits.
+    /// Show what is held under a name (a lock, a semaphore's permits, a read-write
+    /// lock, rate-limit state): by whom (masked), for how long, who waits. Exit 0 if
+    /// anything is held, 1 if not.
     Status(StatusArgs),
-    /// List the locks under the prefix (SCAN, never KEYS).
+    /// List the locks, semaphores, read-write locks and rate limits in use under the
+    /// prefix (SCAN, never KEYS).
     List(ListArgs),
-    /// Break a lock whoever holds it.
+    /// Break a lock (or a semaphore's permits, a read-write lock, with --kind a rate
+    /// limit's state) whoever holds it.
     Release(ReleaseArgs),
     /// Count one call against a rate limit: exit 0 if allowed, 1 if not.
     Throttle(ThrottleArgs),
@@ -292,9 +296,35 @@ pub struct ReleaseArgs {
     #[arg(long)]
     pub force: bool,
 
+    /// What to break under the name; default: whatever is held there (a lock, a
+    /// semaphore's permits, a read-write lock). A rate limit is reset only with
+    /// `--kind rate-limit`.
+    #[arg(long, value_enum)]
+    pub kind: Option<KindArg>,
+
     /// Print the result as one line of JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A kind of primitive, as `release --kind` takes it.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum KindArg {
+    Lock,
+    Semaphore,
+    RwLock,
+    RateLimit,
+}
+
+impl From<KindArg> for latchkey::Kind {
+    fn from(kind: KindArg) -> Self {
+        match kind {
+            KindArg::Lock => latchkey::Kind::Lock,
+            KindArg::Semaphore => latchkey::Kind::Semaphore,
+            KindArg::RwLock => latchkey::Kind::RwLock,
+            KindArg::RateLimit => latchkey::Kind::RateLimit,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -1,30 +1,177 @@
-//! `status`, `list` and `release --force`: looking at locks and breaking them.
+//! `status`, `list` and `release --force`: looking at every primitive under a
+//! name (locks, semaphores, read-write locks, rate limits) and breaking them.
+//!
+//! `--json` prints one object per primitive, its schema in `View` (and the README):
+//! every object has `name`, `kind` and `held`, and the fields of its kind.
 
-use latchkey::LockStatus;
+use latchkey::inspect::Primitive;
+use latchkey::semaphore::{PermitHolder, SemaphoreStatus};
+use latchkey::{Kind, LockStatus};
 use serde::Serialize;
 
 use crate::cli::{Global, ListArgs, ReleaseArgs, StatusArgs};
-use crate::connect;
+use crate::connect::{self, Connected};
 use crate::exit::Failure;
 use crate::output;
 
-/// One lock as `status` and `list` print it. Owner tokens are always masked.
+/// The exit status of `status` when nothing under the name is held.
+const FREE: u8 = 1;
+
+/// One primitive as `status`, `list` and `release` print it. Owner tokens are
+/// always masked.
 #[derive(Serialize)]
-struct LockView {
+struct View {
     name: String,
-    held: bool,
-    holder: Option<String>,
-    /// False while another library (redis-py, redsync …) holds the lock.
-    holder_is_latchkey: bool,
-    fence: Option<u64>,
-    ttl_ms: Option<u64>,
-    waiters: u64,
+    #[serde(flatten)]
+    what: What,
 }
 
-impl LockView {
-    fn new(name: &str, status: &LockStatus) -> Self {
-        LockView {
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum What {
+    Lock {
+        held: bool,
+        holder: Option<String>,
+        /// False while another library (redis-py, redsync …) holds the lock.
+        holder_is_latchkey: bool,
+        fence: Option<u64>,
+        ttl_ms: Option<u64>,
+        waiters: u64,
+    },
+    Semaphore(Permits),
+    RwLock(Permits),
+    RateLimit {
+        held: bool,
+        algorithm: String,
+        resets_in_ms: Option<u64>,
+    },
+}
+
+/// A semaphore's or read-write lock's permits.
+#[derive(Serialize)]
+struct Permits {
+    held: bool,
+    /// The stored count (a read-write lock's writer holds all of them).
+    permits: Option<u64>,
+    used: u64,
+    /// Live permits (one per acquisition); `holders` lists the first 100.
+    live: u64,
+    holders: Vec<Holder>,
+    waiters: u64,
+    fence: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct Holder {
+    holder: String,
+    weight: u64,
+    ttl_ms: u64,
+}
+
+impl View {
+    /// The view of `found`; `None` for a kind this CLI does not know.
+    fn new(name: &str, found: &Primitive) -> Option<Self> {
+        let what = match found {
+            Primitive::Lock(status) => What::lock(status),
+            Primitive::Semaphore(status) => What::Semaphore(Permits::new(status)),
+            Primitive::RwLock(status) => What::RwLock(Permits::new(status)),
+            Primitive::RateLimit(status) => What::RateLimit {
+                held: false,
+                algorithm: status.algorithm.clone(),
+                resets_in_ms: status.resets_in.map(output::millis),
+            },
+            _ => return None,
+        };
+        Some(View {
             name: name.to_owned(),
+            what,
+        })
+    }
+
+    fn held(&self) -> bool {
+        match &self.what {
+            What::Lock { held, .. } | What::RateLimit { held, .. } => *held,
+            What::Semaphore(permits) | What::RwLock(permits) => permits.held,
+        }
+    }
+
+    /// The view as text: one line, and with `details` a line per holder of a
+    /// semaphore or read-write lock.
+    fn text(&self, details: bool) -> String {
+        let name = &self.name;
+        let (line, holders) = match &self.what {
+            What::Lock { .. } => (format!("{name}: {}", self.lock_text()), None),
+            What::Semaphore(p) => (
+                format!("{name}: semaphore, {}", p.semaphore_text()),
+                Some(p),
+            ),
+            What::RwLock(p) => (format!("{name}: read-write lock, {}", p.rw_text()), Some(p)),
+            What::RateLimit {
+                algorithm,
+                resets_in_ms,
+                ..
+            } => {
+                let full = resets_in_ms.map_or("kept without expiry".to_owned(), |ms| {
+                    format!("full again in {}", output::human_ms(ms))
+                });
+                (format!("{name}: rate limit ({algorithm}), {full}"), None)
+            }
+        };
+        let Some(permits) = holders.filter(|_| details) else {
+            return line;
+        };
+        let mut text = line;
+        for holder in &permits.holders {
+            text.push_str(&format!(
+                "\n  {} holds {} ({} left)",
+                holder.holder,
+                holder.weight,
+                output::human_ms(holder.ttl_ms)
+            ));
+        }
+        if permits.live > permits.holders.len() as u64 {
+            text.push_str(&format!(
+                "\n  … and {} more",
+                permits.live - permits.holders.len() as u64
+            ));
+        }
+        text
+    }
+
+    fn lock_text(&self) -> String {
+        let What::Lock {
+            holder,
+            holder_is_latchkey,
+            fence,
+            ttl_ms,
+            waiters,
+            ..
+        } = &self.what
+        else {
+            return String::new();
+        };
+        let Some(holder) = holder else {
+            let fence = fence.map_or("no fence".to_owned(), |f| format!("last fence {f}"));
+            return format!("free ({fence}, {waiters} waiting)");
+        };
+        let left = ttl_ms.map_or("no expiry".to_owned(), |ms| {
+            format!("{} left", output::human_ms(ms))
+        });
+        match holder_is_latchkey {
+            false => format!(
+                "held by {holder}, not a latchkey client (no fence, {left}, {waiters} waiting)"
+            ),
+            true => {
+                let fence = fence.map_or("no fence".to_owned(), |f| format!("fence {f}"));
+                format!("held by {holder} ({fence}, {left}, {waiters} waiting)")
+            }
+        }
+    }
+}
+
+impl What {
+    fn lock(status: &LockStatus) -> Self {
+        What::Lock {
             held: status.is_held(),
             holder: status.masked_holder(),
             holder_is_latchkey: status.is_held_by_latchkey(),
@@ -33,104 +180,248 @@ impl LockView {
             waiters: status.waiters,
         }
     }
+}
 
-    fn line(&self, status: &LockStatus) -> String {
-        let Some(holder) = &self.holder else {
-            let fence = self
-                .fence
-                .map_or("no fence".to_owned(), |f| format!("last fence {f}"));
-            return format!("{}: free ({fence}, {} waiting)", self.name, self.waiters);
-        };
-        let fence = self
-            .fence
-            .map_or("no fence".to_owned(), |f| format!("fence {f}"));
-        let left = status.ttl.map_or("no expiry".to_owned(), |t| {
-            format!("{} left", output::human(t))
-        });
-        if !self.holder_is_latchkey {
-            return format!(
-                "{}: held by {holder}, not a latchkey client (no fence, {left}, {} waiting)",
-                self.name, self.waiters
-            );
+impl Permits {
+    fn new(status: &SemaphoreStatus) -> Self {
+        Permits {
+            held: status.is_held(),
+            permits: status.permits,
+            used: status.used,
+            live: status.live,
+            holders: status.holders.iter().map(Holder::new).collect(),
+            waiters: status.waiters,
+            fence: status.fence,
         }
+    }
+
+    fn tail(&self) -> String {
+        let fence = self.fence.map_or(String::new(), |f| format!(", fence {f}"));
+        format!("{} waiting{fence}", self.waiters)
+    }
+
+    fn semaphore_text(&self) -> String {
+        let permits = self.permits.map_or("?".to_owned(), |p| p.to_string());
         format!(
-            "{}: held by {holder} ({fence}, {left}, {} waiting)",
-            self.name, self.waiters
+            "{} of {permits} permits held by {} holder{}, {}",
+            self.used,
+            self.live,
+            plural(self.live),
+            self.tail()
         )
+    }
+
+    fn rw_text(&self) -> String {
+        let writer = self.holders.iter().find(|h| Some(h.weight) == self.permits);
+        match (writer, self.live) {
+            (Some(writer), _) => format!("written by {}, {}", writer.holder, self.tail()),
+            (None, 0) => format!("free, {}", self.tail()),
+            (None, readers) => format!(
+                "read by {readers} reader{}, {}",
+                plural(readers),
+                self.tail()
+            ),
+        }
     }
 }
 
+impl Holder {
+    fn new(holder: &PermitHolder) -> Self {
+        Holder {
+            holder: holder.masked_owner(),
+            weight: holder.weight,
+            ttl_ms: output::millis(holder.ttl),
+        }
+    }
+}
+
+/// Everything under `name`; a name with nothing shows as a free lock. A quorum
+/// keeps only locks.
+async fn inspect(global: &Global, name: &str) -> Result<Vec<Primitive>, Failure> {
+    let found = match connect::retrying(None, || connect::connect(global)).await? {
+        Connected::Redis(client) => client.inspect(name).await?,
+        Connected::Quorum(client) => vec![Primitive::Lock(client.mutex(name)?.status().await?)],
+    };
+    Ok(match found.is_empty() {
+        true => vec![Primitive::Lock(LockStatus::new(None, None, None, 0))],
+        false => found,
+    })
+}
+
+/// `status NAME`: exit 0 when anything under the name is held, 1 when not.
 pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
-    let status = connect::with_client!(global, client => client.mutex(name)?.status().await?);
-    let view = LockView::new(name, &status);
-    match args.json {
-        true => output::json(&view)?,
-        false => println!("{}", view.line(&status)),
+    let views: Vec<View> = inspect(global, name)
+        .await?
+        .iter()
+        .filter_map(|found| View::new(name, found))
+        .collect();
+    for view in &views {
+        match args.json {
+            true => output::json(view)?,
+            false => println!("{}", view.text(true)),
+        }
     }
-    Ok(0)
+    Ok(match views.iter().any(View::held) {
+        true => 0,
+        false => FREE,
+    })
 }
 
 pub async fn list(global: &Global, args: ListArgs) -> Result<u8, Failure> {
-    let mut locks = connect::with_client!(global, client => client.list(&args.pattern).await?);
+    let mut found = match connect::retrying(None, || connect::connect(global)).await? {
+        // Boxed: the listing's future is deep enough to overflow the compiler's
+        // layout query depth in a lean build.
+        Connected::Redis(client) => Box::pin(client.list_all(&args.pattern)).await?,
+        Connected::Quorum(client) => client
+            .list(&args.pattern)
+            .await?
+            .into_iter()
+            .map(|(name, status)| (name, Primitive::Lock(status)))
+            .collect(),
+    };
     // Any string key looks like a lock from outside: by default, only latchkey's.
-    locks.retain(|(_, status)| args.foreign || status.is_held_by_latchkey());
+    found.retain(|(_, found)| match found {
+        Primitive::Lock(status) => args.foreign || status.is_held_by_latchkey(),
+        _ => true,
+    });
+    let views: Vec<View> = found
+        .iter()
+        .filter_map(|(name, p)| View::new(name, p))
+        .collect();
     if args.json {
-        let views: Vec<_> = locks
-            .iter()
-            .map(|(name, s)| LockView::new(name, s))
-            .collect();
         output::json(&views)?;
         return Ok(0);
     }
-    for (name, status) in &locks {
-        println!("{}", LockView::new(name, status).line(status));
+    for view in &views {
+        println!("{}", view.text(false));
     }
-    if locks.is_empty() && !global.quiet {
+    if views.is_empty() && !global.quiet {
         eprintln!(
-            "latchkey: no locks match {:?} under prefix {:?}",
+            "latchkey: nothing matches {:?} under prefix {:?}",
             args.pattern, global.prefix
         );
     }
     Ok(0)
 }
 
+/// What `release --force` did to one kind of primitive under the name.
 #[derive(Serialize)]
 struct Broken {
     name: String,
+    kind: &'static str,
     broken: bool,
-    holder: Option<String>,
-    fence: Option<u64>,
+    /// What it was when broken, as `status --json` shows it; absent if nothing was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    was: Option<View>,
 }
 
 pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> {
+    let name = args.name.as_str();
     if !args.force {
         return Err(Failure::usage(format!(
-            "refusing to break lock {:?} without --force (it may belong to a live process)",
-            args.name.as_str()
+            "refusing to break {name:?} without --force (it may belong to a live process)"
         )));
     }
-    let name = args.name.as_str();
     connect::check_name(global, name)?;
-    let was = connect::with_client!(global, client => client.mutex(name)?.force_release().await?);
-    let report = Broken {
-        name: name.to_owned(),
-        broken: was.is_some(),
-        holder: was.as_ref().and_then(LockStatus::masked_holder),
-        fence: was.as_ref().and_then(|s| s.fence),
+    let broken = match connect::retrying(None, || connect::connect(global)).await? {
+        Connected::Redis(client) => {
+            let kinds = match args.kind {
+                Some(kind) => vec![kind.into()],
+                None => held_kinds(&client.inspect(name).await?),
+            };
+            let mut broken = Vec::new();
+            for kind in kinds {
+                broken.push((kind, client.force_release(name, kind).await?));
+            }
+            broken
+        }
+        Connected::Quorum(client) => {
+            if args.kind.is_some_and(|kind| Kind::from(kind) != Kind::Lock) {
+                return Err(Failure::usage(
+                    "a quorum of masters keeps only locks: drop --kind or give --kind lock"
+                        .to_owned(),
+                ));
+            }
+            let was = client.mutex(name)?.force_release().await?;
+            vec![(Kind::Lock, was.map(Primitive::Lock))]
+        }
     };
-    if args.json {
-        output::json(&report)?;
-        return Ok(0);
-    }
-    match (&report.holder, report.fence) {
-        (Some(holder), Some(fence)) => println!(
-            "broke lock {} held by {holder} (fence {fence})",
-            report.name
-        ),
-        (Some(holder), None) => println!("broke lock {} held by {holder}", report.name),
-        _ => println!("lock {} was not held", report.name),
+    for (kind, was) in broken {
+        let report = Broken {
+            name: name.to_owned(),
+            kind: json_kind(kind),
+            broken: was.is_some(),
+            was: was.as_ref().and_then(|was| View::new(name, was)),
+        };
+        match args.json {
+            true => output::json(&report)?,
+            false => println!("{}", report.text(kind)),
+        }
     }
     Ok(0)
+}
+
+/// The kinds of primitive held under a name (a lock when none is), which a
+/// `release --force` without `--kind` breaks. Rate limits are reset only when
+/// asked for by `--kind rate-limit`: a count is not a hold.
+fn held_kinds(found: &[Primitive]) -> Vec<Kind> {
+    let held: Vec<Kind> = found
+        .iter()
+        .filter(|p| p.is_held())
+        .map(Primitive::kind)
+        .collect();
+    match held.is_empty() {
+        true => vec![Kind::Lock],
+        false => held,
+    }
+}
+
+/// A kind as `--json` names it.
+fn json_kind(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Semaphore => "semaphore",
+        Kind::RwLock => "rw_lock",
+        Kind::RateLimit => "rate_limit",
+        _ => "lock",
+    }
+}
+
+impl Broken {
+    fn text(&self, kind: Kind) -> String {
+        let name = &self.name;
+        let Some(was) = &self.was else {
+            return match kind {
+                Kind::RateLimit => format!("rate limit {name} had no state"),
+                _ => format!("{kind} {name} was not held"),
+            };
+        };
+        match &was.what {
+            What::Lock { holder, fence, .. } => {
+                let holder = holder.as_deref().unwrap_or("nobody");
+                let fence = fence.map_or(String::new(), |f| format!(" (fence {f})"));
+                format!("broke lock {name} held by {holder}{fence}")
+            }
+            What::Semaphore(p) | What::RwLock(p) => {
+                let holders: Vec<&str> = p.holders.iter().map(|h| h.holder.as_str()).collect();
+                format!(
+                    "broke {kind} {name}: dropped {} permit{} of {} holder{} ({})",
+                    p.used,
+                    plural(p.used),
+                    p.live,
+                    plural(p.live),
+                    holders.join(", ")
+                )
+            }
+            What::RateLimit { algorithm, .. } => {
+                format!("reset rate limit {name} ({algorithm}): the limit is full again")
+            }
+        }
+    }
+}
+
+/// "s" unless there is one.
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }

@@ -20,6 +20,11 @@ pub fn human(d: Duration) -> String {
     humantime::format_duration(rounded).to_string()
 }
 
+/// A number of milliseconds for people, like `12s 340ms`.
+pub fn human_ms(ms: u64) -> String {
+    human(Duration::from_millis(ms))
+}
+
 /// A duration for scripts: whole milliseconds.
 pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)

@@ -803,14 +803,18 @@ fn a_rate_limit_and_a_lock_of_the_same_name_do_not_collide() {
         &["throttle", "deploy", "--limit", "5", "--per", "30s"],
     );
     assert!(counted.status.success(), "{}", stderr(&counted));
+    // Status shows the count; the lock is free (exit 1: nothing is held).
     let status = output(&server, &["status", "deploy"]);
+    assert_eq!(status.status.code(), Some(1));
     assert!(
-        stdout(&status).starts_with("deploy: free"),
+        stdout(&status).starts_with("deploy: rate limit (fixed), full again in"),
         "{}",
         stdout(&status)
     );
     let ran = output(&server, &["run", "deploy", "--no-wait", "--", "true"]);
     assert!(ran.status.success(), "{}", stderr(&ran));
-    let listed = output(&server, &["list"]);
-    assert!(!stdout(&listed).contains("deploy"), "{}", stdout(&listed));
+    // The listing shows the rate limit, and no lock (it was released).
+    let listed = stdout(&output(&server, &["list"]));
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.starts_with("deploy: rate limit (fixed)"), "{listed}");
 }

@@ -1,4 +1,5 @@
-//! `latchkey sem run` and `latchkey rw run`: end to end through the built binary.
+//! `latchkey sem run` and `latchkey rw run`, and `status`, `list` and `release
+//! --force` on every primitive: end to end through the built binary.
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -19,10 +20,19 @@ fn output(server: &RedisServer, args: &[&str]) -> Output {
     latchkey(server, args).output().unwrap()
 }
 
-/// Starts `latchkey ARGS -- sh -c 'touch READY; sleep 30'` and returns once the
-/// command runs, so what it takes is held.
-fn hold(server: &RedisServer, args: &[&str], dir: &Path, tag: &str) -> Child {
-    let ready = dir.join(tag);
+/// A running `latchkey`, killed (and with it its command) when dropped, so a
+/// failing test leaves no process behind.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `latchkey ARGS -- sh -c 'touch READY; sleep 30'` without waiting for it.
+fn start(server: &RedisServer, args: &[&str], ready: &Path) -> Running {
     let script = format!("touch {}; exec sleep 30", ready.display());
     let child = latchkey(server, args)
         .args(["--", "sh", "-c", &script])
@@ -30,8 +40,16 @@ fn hold(server: &RedisServer, args: &[&str], dir: &Path, tag: &str) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    Running(child)
+}
+
+/// Starts `latchkey ARGS -- sh -c 'touch READY; sleep 30'` and returns once the
+/// command runs, so what it takes is held.
+fn hold(server: &RedisServer, args: &[&str], dir: &Path, tag: &str) -> Running {
+    let ready = dir.join(tag);
+    let running = start(server, args, &ready);
     wait_for(&ready);
-    child
+    running
 }
 
 fn wait_for(path: &Path) {
@@ -46,9 +64,175 @@ fn wait_for(path: &Path) {
     }
 }
 
-fn stop(mut child: Child) {
-    child.kill().unwrap();
-    child.wait().unwrap();
+fn stop(running: Running) {
+    drop(running);
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `latchkey ARGS --json`, parsed: one JSON value per line.
+fn json(server: &RedisServer, args: &[&str]) -> (Option<i32>, Vec<serde_json::Value>) {
+    let out = output(server, &[args, &["--json"]].concat());
+    let values = text(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (out.status.code(), values)
+}
+
+#[test]
+fn status_list_and_release_see_a_semaphore_its_holders_and_waiters() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sem = ["sem", "run", "pool", "--permits", "3", "--ttl", "1s"];
+    let mut holder = hold(
+        &server,
+        &[&sem[..], &["--weight", "2"]].concat(),
+        dir.path(),
+        "a",
+    );
+    let waiter_ready = dir.path().join("w");
+    let _waiter = start(
+        &server,
+        &[&sem[..], &["--weight", "3", "--wait", "30s"]].concat(),
+        &waiter_ready,
+    );
+    wait_until(|| text(&output(&server, &["status", "pool"]).stdout).contains("1 waiting"));
+
+    let status = output(&server, &["status", "pool"]);
+    let shown = text(&status.stdout);
+    assert_eq!(status.status.code(), Some(0), "held: exit 0; {shown}");
+    assert!(
+        shown.starts_with("pool: semaphore, 2 of 3 permits held by 1 holder, 1 waiting"),
+        "{shown}"
+    );
+    assert!(shown.contains("holds 2 ("), "{shown}");
+    assert!(!shown.contains(":lk:"), "no internal key: {shown}");
+
+    let (code, views) = json(&server, &["status", "pool"]);
+    assert_eq!(code, Some(0));
+    let [view] = &views[..] else {
+        panic!("one primitive: {views:?}")
+    };
+    assert_eq!(view["name"], "pool");
+    assert_eq!(view["kind"], "semaphore");
+    assert_eq!(view["held"], true);
+    assert_eq!(view["permits"], 3);
+    assert_eq!(view["used"], 2);
+    assert_eq!(view["waiters"], 1);
+    assert_eq!(view["holders"][0]["weight"], 2);
+    let masked = view["holders"][0]["holder"].as_str().unwrap();
+    assert!(
+        masked.ends_with('…') && masked.chars().count() == 5,
+        "masked: {masked}"
+    );
+
+    let listed = text(&output(&server, &["list"]).stdout);
+    assert!(
+        listed.contains("pool: semaphore, 2 of 3 permits held"),
+        "{listed}"
+    );
+    let (_, lists) = json(&server, &["list"]);
+    assert_eq!(lists[0][0]["kind"], "semaphore", "{lists:?}");
+
+    // A full semaphore says so, naming it, not its keys.
+    let busy = output(
+        &server,
+        &[&sem[..], &["--weight", "2", "--no-wait", "--", "true"]].concat(),
+    );
+    let said = text(&busy.stderr);
+    assert_eq!(busy.status.code(), Some(75), "{said}");
+    assert!(said.contains("semaphore \"pool\" is busy"), "{said}");
+    assert!(
+        !said.contains(":lk:") && !said.contains("queued waiter"),
+        "{said}"
+    );
+
+    // Broken: the line is served at once, and the holder learns it lost its permits.
+    let broke = output(&server, &["release", "pool", "--force"]);
+    let said = text(&broke.stdout);
+    assert!(
+        said.starts_with("broke semaphore pool: dropped 2 permits of 1 holder ("),
+        "{said}"
+    );
+    wait_for(&waiter_ready);
+    let lost = holder.0.wait().unwrap();
+    assert_eq!(lost.code(), Some(70), "the broken holder's lease is lost");
+}
+
+#[test]
+fn status_and_release_see_a_read_write_lock_and_a_rate_limit() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let free = output(&server, &["status", "config"]);
+    assert_eq!(free.status.code(), Some(1), "free: exit 1");
+    assert_eq!(
+        text(&free.stdout).trim(),
+        "config: free (no fence, 0 waiting)"
+    );
+
+    let writer = hold(
+        &server,
+        &["rw", "run", "config", "--write", "--ttl", "5s"],
+        dir.path(),
+        "w",
+    );
+    let shown = text(&output(&server, &["status", "config"]).stdout);
+    assert!(
+        shown.starts_with("config: read-write lock, written by "),
+        "{shown}"
+    );
+    let (code, views) = json(&server, &["status", "config"]);
+    assert_eq!(
+        (code, &views[0]["kind"]),
+        (Some(0), &serde_json::json!("rw_lock"))
+    );
+    let busy = output(
+        &server,
+        &["rw", "run", "config", "--read", "--no-wait", "--", "true"],
+    );
+    let said = text(&busy.stderr);
+    assert!(
+        said.contains("read-write lock \"config\" is busy"),
+        "{said}"
+    );
+    let (_, broke) = json(&server, &["release", "config", "--force"]);
+    assert_eq!(broke[0]["kind"], "rw_lock");
+    assert_eq!(broke[0]["broken"], true);
+    stop(writer);
+
+    let throttle = ["throttle", "sms:1", "--algo", "cooldown", "--per", "1h"];
+    assert!(output(&server, &throttle).status.success());
+    assert_eq!(
+        output(&server, &throttle).status.code(),
+        Some(1),
+        "over the limit"
+    );
+    let shown = text(&output(&server, &["status", "sms:1"]).stdout);
+    assert!(
+        shown.starts_with("sms:1: rate limit (cooldown), full again in 59m"),
+        "{shown}"
+    );
+    // A count is not a hold: only --kind rate-limit resets it.
+    let kept = text(&output(&server, &["release", "sms:1", "--force"]).stdout);
+    assert_eq!(kept.trim(), "lock sms:1 was not held");
+    let reset = output(
+        &server,
+        &["release", "sms:1", "--force", "--kind", "rate-limit"],
+    );
+    assert!(text(&reset.stdout).starts_with("reset rate limit sms:1 (cooldown)"));
+    assert!(output(&server, &throttle).status.success(), "allowed again");
+}
+
+/// Waits (up to 10 s) until `done` holds.
+fn wait_until(mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The entry point: a connection (or store) plus a key prefix.
 
 use crate::error::Result;
-use crate::key::{LockKey, Prefix};
+use crate::key::{Kind, LockKey, Prefix};
 use crate::lock::LocalLocks;
 use crate::lock::Mutex;
 use crate::quorum::QuorumStore;
@@ -332,7 +332,7 @@ impl<S: Pass + WakeUps + Inspect> Client<S> {
         let mut locks = Vec::new();
         for key in self
             .store
-            .scan(&format!("{}{pattern}", escape_glob(prefix)))
+            .scan(&format!("{}{pattern}", crate::inspect::escape_glob(prefix)))
             .await?
         {
             let Some(name) = key.strip_prefix(prefix) else {
@@ -378,7 +378,7 @@ impl Client<RedisStore> {
     /// # Ok(()) }
     /// ```
     pub fn semaphore(&self, name: &str, permits: u64) -> Result<Semaphore> {
-        let key = LockKey::namespaced(&self.prefix, name, "sem")?;
+        let key = LockKey::namespaced(&self.prefix, name, Kind::Semaphore)?;
         Semaphore::new(self.store.clone(), key, permits)
     }
 
@@ -396,7 +396,7 @@ impl Client<RedisStore> {
     /// # Ok(()) }
     /// ```
     pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
-        let key = LockKey::namespaced(&self.prefix, name, "rw")?;
+        let key = LockKey::namespaced(&self.prefix, name, Kind::RwLock)?;
         RwLock::new(self.store.clone(), key)
     }
 
@@ -440,16 +440,4 @@ impl<S: RateStore> Client<S> {
         let key = LockKey::new(&self.prefix, name)?;
         Ok(RateLimiter::new(self.store.clone(), key, policy))
     }
-}
-
-/// Escapes glob metacharacters so the prefix matches only itself.
-fn escape_glob(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            escaped.push('\\');
-        }
-        escaped.push(c);
-    }
-    escaped
 }

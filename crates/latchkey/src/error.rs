@@ -18,7 +18,7 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 /// ```
 pub const ACL_RULES: &str = "resetkeys ~P* ~{P* resetchannels &P* &{P* -@all +ping +select \
      +hello +get +scan +evalsha +script|load +subscribe +unsubscribe +ssubscribe +sunsubscribe \
-     +publish +spublish +time +del +exists +set +pexpire +pttl +zadd +zcard +zrange \
+     +publish +spublish +time +type +del +exists +set +pexpire +pttl +zadd +zcard +zrange \
      +zrangebyscore +zrem +zremrangebyscore +zscore +hget +hset +hincrby +lpush +ltrim +lpos \
      +watch +unwatch +multi +exec +client|id +wait +cluster|slots";
 
@@ -46,6 +46,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// use latchkey::Error;
 ///
 /// let err = Error::Busy {
+///     kind: latchkey::Kind::Lock,
+///     name: "jobs:nightly".into(),
 ///     key: "jobs:nightly".into(),
 ///     waited: Duration::from_secs(2),
 ///     holder: Some("3f2a…".into()),
@@ -59,17 +61,23 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Someone else held the lock for the whole wait (see
+    /// Someone else held the lock (or the permits) for the whole wait (see
     /// [`Mutex::lock_timeout`](crate::Mutex::lock_timeout) for the details).
-    #[error("lock {key:?} is busy: {}", busy_detail(*waited, holder.as_deref(), *retry_after))]
+    #[error("{kind} {name:?} is busy: {}", busy_detail(*kind, *waited, holder.as_deref(), *retry_after))]
     Busy {
-        /// The Redis key of the lock.
+        /// What is busy: a lock, a semaphore or a read-write lock.
+        kind: crate::Kind,
+        /// Its name, prefix included, as it was made (`"pool"` for a semaphore
+        /// whose holders are in the key `{pool}:lk:sem`).
+        name: String,
+        /// The Redis key of the lock (of a semaphore's or read-write lock's holders).
         key: String,
         /// How long the caller waited before giving up (for `try_lock`, the one round
         /// trip; zero for `force_release`).
         waited: Duration,
-        /// The holder, masked (its first 4 characters); `None` when the lock was
-        /// free but owed to a queued fair waiter.
+        /// The holder, masked (its first 4 characters); for a semaphore or a
+        /// read-write lock, the holder whose lease ends first. `None` when the lock
+        /// (or enough permits) was free but owed to waiters queued ahead.
         holder: Option<String>,
         /// The holder's remaining lease as Redis reported it, if it set one.
         retry_after: Option<Duration>,
@@ -507,23 +515,53 @@ fn is_auth_refusal(err: &RedisError, text: &str) -> bool {
 }
 
 /// Who holds the lock and for how long, as far as the last attempt saw.
-fn busy_detail(waited: Duration, holder: Option<&str>, left: Option<Duration>) -> String {
-    let Some(holder) = holder else {
-        return format!(
-            "free but owed to a queued waiter, after waiting {}",
-            humanize(waited)
-        );
-    };
+impl Error {
+    /// [`Error::Busy`] for what `key` belongs to, its holder masked.
+    pub(crate) fn busy(
+        key: &crate::LockKey,
+        waited: Duration,
+        holder: Option<String>,
+        retry_after: Option<Duration>,
+    ) -> Self {
+        Error::Busy {
+            kind: key.kind(),
+            name: key.name().to_owned(),
+            key: key.to_string(),
+            waited,
+            holder,
+            retry_after,
+        }
+    }
+}
+
+fn busy_detail(
+    kind: crate::Kind,
+    waited: Duration,
+    holder: Option<&str>,
+    left: Option<Duration>,
+) -> String {
     // A `try_lock` does not wait; its one round trip is not worth mentioning.
     let waited = match waited < Duration::from_millis(1) {
         true => String::new(),
         false => format!(" after waiting {}", humanize(waited)),
     };
-    let lease = match left {
-        Some(left) => format!("its lease has {} left (unless renewed)", humanize(left)),
-        None => "it was set without expiry".to_owned(),
+    let shared = matches!(kind, crate::Kind::Semaphore | crate::Kind::RwLock);
+    let Some(holder) = holder else {
+        let owed = match shared {
+            true => "permits free but owed to waiters queued ahead",
+            false => "free but owed to a queued waiter",
+        };
+        return format!("{owed}{waited}");
     };
-    format!("held by {holder}{waited}; {lease}")
+    let left = left.map(|left| format!("{} left (unless renewed)", humanize(left)));
+    match (shared, left) {
+        (true, Some(left)) => {
+            format!("no permit free{waited}; the first lease to end ({holder}) has {left}")
+        }
+        (true, None) => format!("no permit free{waited}"),
+        (false, Some(left)) => format!("held by {holder}{waited}; its lease has {left}"),
+        (false, None) => format!("held by {holder}{waited}; it was set without expiry"),
+    }
 }
 
 fn no_quorum_detail(

@@ -15,6 +15,48 @@ const COMPANION_KINDS: [&str; 14] = [
     "used", "ended", "permits",
 ];
 
+/// What kind of latchkey primitive something is: named in messages
+/// ([`Error::Busy`]) and in what [`Client::inspect`](crate::Client::inspect) and
+/// [`Client::list_all`](crate::Client::list_all) find.
+///
+/// ```
+/// assert_eq!(latchkey::Kind::RwLock.to_string(), "read-write lock");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Kind {
+    /// A [`Mutex`](crate::Mutex) (or another library's plain lock).
+    Lock,
+    /// A [`Semaphore`](crate::Semaphore).
+    Semaphore,
+    /// A [`RwLock`](crate::RwLock).
+    RwLock,
+    /// A [`RateLimiter`](crate::ratelimit::RateLimiter)'s state.
+    RateLimit,
+}
+
+impl Kind {
+    /// The companion kind under which a namespaced primitive keeps its holders.
+    pub(crate) fn companion(self) -> &'static str {
+        match self {
+            Kind::Semaphore => "sem",
+            Kind::RwLock => "rw",
+            Kind::Lock | Kind::RateLimit => "",
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Kind::Lock => "lock",
+            Kind::Semaphore => "semaphore",
+            Kind::RwLock => "read-write lock",
+            Kind::RateLimit => "rate limit",
+        })
+    }
+}
+
 /// A validated key prefix, prepended to every lock name of a client.
 ///
 /// A prefix may be empty. It may not contain `{` or `}` (that would move every lock
@@ -113,6 +155,9 @@ pub struct LockKey(Arc<Names>);
 /// its clones (every acquisition hands copies to its guard and its release).
 #[derive(Debug, PartialEq, Eq)]
 struct Names {
+    kind: Kind,
+    /// The name the primitive was made with, prefix included, for messages.
+    name: String,
     key: String,
     fence: String,
     queue: String,
@@ -145,29 +190,42 @@ impl LockKey {
         validate_name(name)?;
         let key = format!("{}{name}", prefix.as_str());
         let tagged = tagged(&key)?;
-        Ok(LockKey(Arc::new(Names {
-            fence: companion(&tagged, "fence"),
-            queue: companion(&tagged, "queue"),
-            leases: companion(&tagged, "leases"),
-            channel: companion(&tagged, "wake"),
+        Ok(LockKey::with_companions(
+            Kind::Lock,
+            key.clone(),
             key,
-        })))
+            &tagged,
+        ))
     }
 
-    /// The keys of the primitive of `kind` (`sem`, `rw`) named `prefix + name`: its
-    /// main key is the companion `kind` of `prefix + name` (`{app:pool}:lk:sem`), and
-    /// its own companions (fence, queue …) hang off that, in the same hash slot. So
-    /// a semaphore, a read-write lock and a lock of one name never share a key.
-    pub(crate) fn namespaced(prefix: &Prefix, name: &str, kind: &str) -> Result<Self> {
-        let plain = LockKey::new(prefix, name)?;
-        let key = plain.companion(kind);
-        Ok(LockKey(Arc::new(Names {
-            fence: companion(&key, "fence"),
-            queue: companion(&key, "queue"),
-            leases: companion(&key, "leases"),
-            channel: companion(&key, "wake"),
+    /// The keys of the primitive of `kind` (a semaphore or a read-write lock) named
+    /// `prefix + name`: its main key is a companion of `prefix + name`
+    /// (`{app:pool}:lk:sem`), and its own companions (fence, queue …) hang off that,
+    /// in the same hash slot. So a semaphore, a read-write lock and a lock of one
+    /// name never share a key.
+    pub(crate) fn namespaced(prefix: &Prefix, name: &str, kind: Kind) -> Result<Self> {
+        Ok(LockKey::new(prefix, name)?.sibling(kind))
+    }
+
+    /// The keys of the primitive of `kind` under this lock key's name (see
+    /// [`namespaced`](Self::namespaced)).
+    pub(crate) fn sibling(&self, kind: Kind) -> Self {
+        let key = self.companion(kind.companion());
+        LockKey::with_companions(kind, self.0.name.clone(), key.clone(), &key)
+    }
+
+    /// The key `key` of the `kind` named `name`, its companions named after
+    /// `tagged` (the key with a hash tag).
+    fn with_companions(kind: Kind, name: String, key: String, tagged: &str) -> Self {
+        LockKey(Arc::new(Names {
+            kind,
+            name,
+            fence: companion(tagged, "fence"),
+            queue: companion(tagged, "queue"),
+            leases: companion(tagged, "leases"),
+            channel: companion(tagged, "wake"),
             key,
-        })))
+        }))
     }
 
     /// The lock key: a string holding the owner token, with a PX expiry.
@@ -180,6 +238,18 @@ impl LockKey {
     /// ```
     pub fn as_str(&self) -> &str {
         &self.0.key
+    }
+
+    /// What this key belongs to: a lock, or a semaphore's or read-write lock's
+    /// holders.
+    pub(crate) fn kind(&self) -> Kind {
+        self.0.kind
+    }
+
+    /// The name the primitive was made with (prefix included): what messages show,
+    /// never an internal key such as `{pool}:lk:sem`.
+    pub(crate) fn name(&self) -> &str {
+        &self.0.name
     }
 
     /// The key of the lock's fencing counter.
@@ -222,10 +292,13 @@ impl std::fmt::Display for LockKey {
 /// Whether `key` is one of latchkey's companion keys (a fencing counter, a wait
 /// queue …) rather than a lock.
 pub(crate) fn is_companion_key(key: &str) -> bool {
-    COMPANION_KINDS.iter().any(|kind| {
-        key.strip_suffix(kind)
-            .is_some_and(|rest| rest.ends_with(":lk:"))
-    })
+    key.rsplit_once(":lk:")
+        .is_some_and(|(_, kind)| is_companion_kind(kind))
+}
+
+/// Whether `kind` names one of latchkey's companion keys (`fence`, `sem` …).
+pub(crate) fn is_companion_kind(kind: &str) -> bool {
+    COMPANION_KINDS.contains(&kind)
 }
 
 fn validate_name(name: &str) -> Result<()> {

@@ -524,6 +524,7 @@ pub use redis;
 pub mod blocking;
 mod client;
 mod error;
+pub mod inspect;
 mod key;
 mod lease;
 mod lock;
@@ -538,7 +539,7 @@ pub mod transaction;
 
 pub use client::Client;
 pub use error::{ACL_RULES, Cause, Error, Result};
-pub use key::{LockKey, Prefix};
+pub use key::{Kind, LockKey, Prefix};
 pub use lease::{Lease, Ttl};
 pub use lock::{Fairness, Mutex, MutexGuard, finish_background_releases};
 pub use rwlock::RwLock;

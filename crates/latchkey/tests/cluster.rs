@@ -402,3 +402,35 @@ async fn semaphores_and_rate_limits_work_on_every_primary_and_transactions_say_w
     );
     assert!(error.to_string().contains("cluster"), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_all_finds_semaphores_and_rate_limits_on_every_primary() {
+    let cluster = RedisCluster::start().unwrap();
+    let client = client(&cluster).await.with_prefix("app:").unwrap();
+    let names = names_on_every_primary(&cluster);
+    let mut permits = Vec::new();
+    for name in &names {
+        permits.push(client.semaphore(name, 2).unwrap().acquire(1).await.unwrap());
+    }
+    let limiter = client
+        .rate_limiter(
+            "sms",
+            latchkey::ratelimit::Policy::cooldown(Duration::from_secs(60)).unwrap(),
+        )
+        .unwrap();
+    assert!(limiter.check(1).await.unwrap().allowed);
+    let listed: Vec<(String, latchkey::Kind)> = client
+        .list_all("*")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(name, found)| (name, found.kind()))
+        .collect();
+    let mut expected: Vec<_> = names
+        .iter()
+        .map(|name| (name.clone(), latchkey::Kind::Semaphore))
+        .chain([("sms".to_owned(), latchkey::Kind::RateLimit)])
+        .collect();
+    expected.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(listed, expected);
+}

@@ -62,6 +62,8 @@ async fn a_held_lock_is_busy_for_others() {
     let _guard = mutex.try_lock().await.unwrap();
     let error = mutex.try_lock().await.map(drop).unwrap_err();
     let Error::Busy {
+        kind,
+        name,
         key,
         waited,
         holder,
@@ -70,6 +72,7 @@ async fn a_held_lock_is_busy_for_others() {
     else {
         panic!("expected Busy, got {error:?}");
     };
+    assert_eq!((*kind, name.as_str()), (latchkey::Kind::Lock, "busy"));
     assert_eq!(key, "busy");
     assert!(*waited < Duration::from_secs(1));
     assert!(retry_after.unwrap() <= Ttl::DEFAULT.as_duration());

@@ -472,3 +472,92 @@ async fn a_caller_with_another_permit_count_is_refused_while_in_use() {
     first.release().await.unwrap();
     second.release().await.unwrap();
 }
+
+#[tokio::test]
+async fn inspect_list_and_force_release_see_every_primitive() {
+    use latchkey::Kind;
+    use latchkey::inspect::Primitive;
+    let server = RedisServer::start().unwrap();
+    let client = latchkey::Client::open(&server.url())
+        .await
+        .unwrap()
+        .with_prefix("app:")
+        .unwrap();
+    let lease = Lease::renewed(Duration::from_secs(1)).unwrap();
+    let pool = client.semaphore("pool", 3).unwrap().with_lease(lease);
+    let two = pool.acquire(2).await.unwrap();
+    let one = pool.acquire(1).await.unwrap();
+    let config = client.rw_lock("config").unwrap();
+    let reader = config.read().await.unwrap();
+    let _lock = client.mutex("job").unwrap().lock().await.unwrap();
+
+    // Busy messages name the primitive and its name, never an internal key.
+    let full = pool.try_acquire(1).await.map(drop).unwrap_err().to_string();
+    assert!(
+        full.starts_with(
+            "semaphore \"app:pool\" is busy: no permit free; the first lease to end ("
+        ),
+        "{full}"
+    );
+    assert!(!full.contains(":lk:"), "{full}");
+    let write = config.try_write().await.map(drop).unwrap_err().to_string();
+    assert!(
+        write.starts_with("read-write lock \"app:config\" is busy"),
+        "{write}"
+    );
+
+    let found = client.inspect("pool").await.unwrap();
+    let [Primitive::Semaphore(status)] = &found[..] else {
+        panic!("{found:?}")
+    };
+    assert_eq!(
+        (status.permits, status.used, status.live, status.available()),
+        (Some(3), 3, 2, Some(0))
+    );
+    let mut weights: Vec<u64> = status.holders.iter().map(|h| h.weight).collect();
+    weights.sort();
+    assert_eq!(weights, [1, 2]);
+    for holder in &status.holders {
+        assert!(
+            holder.ttl > Duration::ZERO && holder.ttl <= Duration::from_secs(1),
+            "{holder:?}"
+        );
+        assert_eq!(holder.masked_owner(), format!("{}…", &holder.owner[..4]));
+    }
+    assert!(client.inspect("nothing").await.unwrap().is_empty());
+
+    let listed: Vec<(String, Kind)> = client
+        .list_all("*")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(name, found)| (name, found.kind()))
+        .collect();
+    let expected = [
+        ("config", Kind::RwLock),
+        ("job", Kind::Lock),
+        ("pool", Kind::Semaphore),
+    ];
+    assert_eq!(listed, expected.map(|(n, k)| (n.to_owned(), k)));
+    assert_eq!(client.list_all("p*").await.unwrap().len(), 1);
+
+    // Broken: every permit dropped, their guards learn it, the permits are free.
+    let was = client.force_release("pool", Kind::Semaphore).await.unwrap();
+    let Some(Primitive::Semaphore(was)) = was else {
+        panic!("{was:?}")
+    };
+    assert_eq!((was.used, was.live), (3, 2));
+    assert_eq!(pool.available().await.unwrap(), 3);
+    tokio::time::timeout(Duration::from_secs(10), two.lost())
+        .await
+        .unwrap();
+    assert!(!one.release().await.unwrap(), "its permit was broken");
+    assert!(
+        client
+            .force_release("pool", Kind::Semaphore)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    drop(reader);
+}

@@ -439,11 +439,11 @@ impl<S: Pass + WakeUps + Inspect> Mutex<S> {
             last = Some(status);
         }
         // It changed hands under every attempt: busy, as its latest holder left it.
-        Err(Error::Busy {
-            key: self.key.to_string(),
-            waited: Duration::ZERO,
-            holder: last.as_ref().and_then(LockStatus::masked_holder),
-            retry_after: last.and_then(|status| status.ttl),
-        })
+        Err(Error::busy(
+            &self.key,
+            Duration::ZERO,
+            last.as_ref().and_then(LockStatus::masked_holder),
+            last.and_then(|status| status.ttl),
+        ))
     }
 }

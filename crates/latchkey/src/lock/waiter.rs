@@ -447,11 +447,11 @@ impl Seen {
 }
 
 fn busy(key: &LockKey, started: Instant, seen: &Seen) -> Error {
-    Error::Busy {
-        key: key.to_string(),
-        waited: started.elapsed(),
-        holder: seen.holder.as_deref().map(mask_owner),
+    Error::busy(
+        key,
+        started.elapsed(),
+        seen.holder.as_deref().map(mask_owner),
         // The lease has run on since it was seen.
-        retry_after: seen.pttl.map(|left| left.saturating_sub(seen.at.elapsed())),
-    }
+        seen.pttl.map(|left| left.saturating_sub(seen.at.elapsed())),
+    )
 }

@@ -43,8 +43,10 @@ mod decision;
 mod headers;
 mod limiter;
 mod policy;
+mod status;
 
 pub use decision::Decision;
 pub use headers::Headers;
 pub use limiter::RateLimiter;
 pub use policy::{Algorithm, Policy};
+pub use status::RateLimitStatus;

@@ -72,8 +72,27 @@ pub(crate) static EXTEND: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("extend.lua")));
 
 /// A read-only snapshot of a lock: holder, PTTL, last fence, queue length.
-pub(crate) static INSPECT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("inspect.lua")));
+pub(crate) static INSPECT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("look/lock.lua"),
+        "\n",
+        include_str!("inspect.lua")
+    ))
+});
+
+/// A read-only snapshot of everything under one name: lock, semaphore, read-write
+/// lock, rate limits.
+pub(crate) static STATUS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lock/clock.lua"),
+        "\n",
+        include_str!("look/lock.lua"),
+        "\n",
+        include_str!("look/permits.lua"),
+        "\n",
+        include_str!("status.lua")
+    ))
+});
 
 /// A semaphore script: the lock helpers it needs (under `lock/`), the semaphore's
 /// own helpers (`semaphore/permits.lua`), then its file under `semaphore/`.
@@ -101,6 +120,9 @@ pub(crate) static SEMAPHORE_RELEASE: LazyLock<Script> =
 pub(crate) static SEMAPHORE_EXTEND: LazyLock<Script> =
     semaphore_script!("clock.lua", "grant.lua", "queue.lua"; "extend.lua");
 
+/// Drop every permit and serve the line (`release --force`).
+pub(crate) static SEMAPHORE_BREAK: LazyLock<Script> =
+    semaphore_script!("clock.lua", "grant.lua", "queue.lua"; "break.lua");
 /// Read the live permits without writing.
 pub(crate) static SEMAPHORE_LOOK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(

@@ -1,10 +1,14 @@
 //! Counting semaphores: up to N permits held at once, across every process.
 
+mod status;
 mod store;
 
 use std::time::Duration;
 
+pub(crate) use status::PermitsReply;
+pub use status::{PermitHolder, SemaphoreStatus};
 use store::Look;
+pub(crate) use store::PERMITS;
 pub use store::PermitStore;
 
 use crate::error::{Error, Result};

@@ -9,6 +9,8 @@ use crate::scripts;
 use crate::store::{AcquireRequest, Attempt, LockStore, Pass, RedisStore, WakeUps, Watch};
 use crate::token::OwnerToken;
 
+use super::{PermitHolder, SemaphoreStatus};
+
 /// A [`LockStore`] whose "lock" is `weight` of a semaphore's `permits`: many
 /// owners hold it at once while their weights fit, in strict FIFO order.
 ///
@@ -52,7 +54,7 @@ impl PermitStore {
         Error::InvalidArgument(format!(
             "the semaphore {:?} is in use with {agreed} permits, not {}: give every caller \
              the same count (it changes once nobody holds or waits for the semaphore)",
-            semaphore_name(key),
+            key.name(),
             self.permits
         ))
     }
@@ -78,6 +80,29 @@ impl PermitStore {
             waiting,
             first,
             mine: mine == 1,
+        })
+    }
+}
+
+impl PermitStore {
+    /// Drops every live permit of the semaphore at `key` and serves its line;
+    /// returns what was dropped.
+    pub(crate) async fn force_release(
+        store: &RedisStore,
+        key: &LockKey,
+    ) -> Result<SemaphoreStatus> {
+        let mut call = with_keys(&scripts::SEMAPHORE_BREAK, key);
+        call.arg(store.publish_mode());
+        let dropped: Vec<(String, i64)> = store.run(&call, key).await?;
+        let holders: Vec<_> = dropped
+            .into_iter()
+            .filter_map(PermitHolder::from_member)
+            .collect();
+        Ok(SemaphoreStatus {
+            used: holders.iter().map(|h| h.weight).sum(),
+            live: holders.len() as u64,
+            holders,
+            ..SemaphoreStatus::default()
         })
     }
 }
@@ -110,7 +135,7 @@ fn with_keys(script: &'static Script, key: &LockKey) -> redis::ScriptInvocation<
 /// The companion beside the holders that keeps the weight they hold.
 const USED: &str = "used";
 /// The companion that keeps the permit count while the semaphore is in use.
-const PERMITS: &str = "permits";
+pub(crate) const PERMITS: &str = "permits";
 
 impl LockStore for PermitStore {
     fn node(&self) -> &str {
@@ -194,14 +219,4 @@ impl WakeUps for PermitStore {
     fn join_watch(&self, key: &LockKey, owner: &OwnerToken) -> Option<Watch> {
         self.inner.join_watch(key, owner)
     }
-}
-
-/// The name a semaphore was made with (prefix included), from its holders' key
-/// (`{pool}:lk:sem`, `app:{tag}x:lk:sem`), for messages.
-fn semaphore_name(key: &LockKey) -> &str {
-    let tagged = key.as_str().strip_suffix(":lk:sem").unwrap_or(key.as_str());
-    tagged
-        .strip_prefix('{')
-        .and_then(|inner| inner.strip_suffix('}'))
-        .unwrap_or(tagged)
 }

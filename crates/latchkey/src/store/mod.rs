@@ -45,6 +45,7 @@ pub(crate) use redis_store::{any_tls, invalid_url};
 #[deprecated(note = "renamed `RedisStore`: one type for a single node, a cluster and Sentinel")]
 pub type SingleNode = RedisStore;
 pub use rate::RateStore;
+pub(crate) use status::LockReply;
 pub use status::LockStatus;
 pub use watch::{Handed, Notifier, Watch};
 

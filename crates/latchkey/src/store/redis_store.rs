@@ -19,7 +19,7 @@ use crate::key::{LockKey, is_companion_key};
 use crate::lease::Ttl;
 use crate::ratelimit::{Decision, Policy};
 use crate::scripts;
-use crate::token::{OwnerToken, is_latchkey_owner};
+use crate::token::OwnerToken;
 
 /// Reconnect attempts after a dropped connection before a command fails: none, since
 /// latchkey retries whole requests itself while a wait's deadline allows, and a
@@ -672,19 +672,20 @@ impl Inspect for RedisStore {
     async fn inspect(&self, key: &LockKey) -> Result<LockStatus> {
         let mut call = scripts::INSPECT.prepare_invoke();
         call.key(key.as_str()).key(key.fence()).key(key.queue());
-        let (holder, pttl, fence, waiters): (Option<String>, i64, Option<u64>, u64) =
-            self.run(&call, key).await?;
-        // The counter belongs to latchkey's holders: another library's holder got
-        // no fence, and showing an earlier holder's as if it were current misleads.
-        let fence = match holder.as_deref().is_some_and(|h| !is_latchkey_owner(h)) {
-            true => None,
-            false => fence,
-        };
-        let ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
-        Ok(LockStatus::new(holder, ttl, fence, waiters))
+        Ok(LockStatus::from_reply(self.run(&call, key).await?))
     }
 
     async fn scan(&self, pattern: &str) -> Result<Vec<String>> {
+        let mut keys = self.scan_keys(pattern, Some("string")).await?;
+        keys.retain(|key| !is_companion_key(key));
+        Ok(keys)
+    }
+}
+
+impl RedisStore {
+    /// The keys matching `pattern` (of type `ty`, if given), by SCAN on the server
+    /// (on a cluster, on every primary). Sorted, without duplicates.
+    pub(crate) async fn scan_keys(&self, pattern: &str, ty: Option<&str>) -> Result<Vec<String>> {
         let mut conn = self.conn.clone();
         // On a cluster, every primary holds some of the keys.
         let nodes = match self.conn.is_cluster() {
@@ -699,21 +700,20 @@ impl Inspect for RedisStore {
         };
         let mut keys = Vec::new();
         for node in nodes {
-            self.scan_node(&mut conn, node, pattern, &mut keys).await?;
+            self.scan_node(&mut conn, node, (pattern, ty), &mut keys)
+                .await?;
         }
         keys.sort_unstable();
         keys.dedup();
         Ok(keys)
     }
-}
 
-impl RedisStore {
-    /// SCANs one server (on a cluster, the primary at `node`) for lock keys.
+    /// SCANs one server (on a cluster, the primary at `node`).
     async fn scan_node(
         &self,
         conn: &mut Connection,
         node: Option<(String, u16)>,
-        pattern: &str,
+        (pattern, ty): (&str, Option<&str>),
         keys: &mut Vec<String>,
     ) -> Result<()> {
         let mut cursor = 0u64;
@@ -723,9 +723,10 @@ impl RedisStore {
                 .arg("MATCH")
                 .arg(pattern)
                 .arg("COUNT")
-                .arg(SCAN_BATCH)
-                .arg("TYPE")
-                .arg("string");
+                .arg(SCAN_BATCH);
+            if let Some(ty) = ty {
+                scan.arg("TYPE").arg(ty);
+            }
             let reply = match &node {
                 Some((host, port)) => conn
                     .on_node(scan, host, *port)
@@ -734,7 +735,7 @@ impl RedisStore {
                 None => scan.query_async(conn).await,
             };
             let (next, batch): (u64, Vec<String>) = self.context(reply, pattern)?;
-            keys.extend(batch.into_iter().filter(|k| !is_companion_key(k)));
+            keys.extend(batch);
             if next == 0 {
                 return Ok(());
             }

@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use crate::token::{is_latchkey_owner, mask_owner};
 
+/// `scripts/look/lock.lua`'s reply: holder, pttl, last fence, waiters.
+pub(crate) type LockReply = (Option<String>, i64, Option<u64>, u64);
+
 /// A snapshot of one lock, read atomically by [`Mutex::status`](crate::Mutex::status)
 /// and [`Client::list`](crate::Client::list).
 ///
@@ -86,5 +89,17 @@ impl LockStatus {
     /// ```
     pub fn masked_holder(&self) -> Option<String> {
         self.holder.as_deref().map(mask_owner)
+    }
+
+    /// Builds a status from the reply of `scripts/look/lock.lua`.
+    pub(crate) fn from_reply((holder, pttl, fence, waiters): LockReply) -> Self {
+        // The counter belongs to latchkey's holders: another library's holder got
+        // no fence, and showing an earlier holder's as if it were current misleads.
+        let fence = match holder.as_deref().is_some_and(|h| !is_latchkey_owner(h)) {
+            true => None,
+            false => fence,
+        };
+        let ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
+        LockStatus::new(holder, ttl, fence, waiters)
     }
 }

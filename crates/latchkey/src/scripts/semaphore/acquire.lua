@@ -57,8 +57,10 @@ if used + weight <= permits and not next_live_waiter(queue, leases) then
   leave_queue(queue, leases, member)
   return {1, fence, false, redis.call('ZCARD', queue), 0}
 end
+-- Enough permits are free, but owed to the waiters ahead.
+local owed = used + weight <= permits
 if wait_ms == 0 then
-  return no_permit(holders, now)
+  return no_permit(holders, now, owed)
 end
 -- NX keeps a waiter's place in line when it renews its lease.
 local lease_end = now + wait_ms
@@ -66,4 +68,4 @@ redis.call('ZADD', queue, 'NX', us, member)
 redis.call('ZADD', leases, lease_end, member)
 keep_at_least(queue, wait_ms)
 keep_at_least(leases, wait_ms)
-return no_permit(holders, now, math.max(last, us), lease_end)
+return no_permit(holders, now, owed, math.max(last, us), lease_end)

@@ -120,15 +120,19 @@ local function serve_line(keys, permits, used, last, us, sharded, caller)
   return used, last, caller_fence
 end
 
--- The reply when no permit is free for us: {0, pttl, false, floor, lease_end} as
+-- The reply when no permit is free for us: {0, pttl, holder, floor, lease_end} as
 -- grant.lua's busy, with pttl the time until the first live permit's lease ends
--- (when a crashed holder's permit comes back), or -2 when permits are free but owed
--- to waiters ahead.
-local function no_permit(holders, now, floor, lease_end)
+-- (when a crashed holder's permit comes back, -2 if none) and the holder of that
+-- permit; no holder when enough permits are free but `owed` to waiters ahead.
+local function no_permit(holders, now, owed, floor, lease_end)
   local first = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')
-  local pttl = -2
+  local pttl, holder = -2, false
   if first[2] then
     pttl = tonumber(first[2]) - now
+    if not owed then
+      local _, owner = weight_and_owner(first[1])
+      holder = owner
+    end
   end
-  return {0, pttl, false, floor or 0, lease_end or 0}
+  return {0, pttl, holder, floor or 0, lease_end or 0}
 end

@@ -1,0 +1,215 @@
+//! Looking at everything latchkey keeps under a name, and breaking it: what
+//! `latchkey status`, `list` and `release --force` show and do, for every primitive.
+//!
+//! ```no_run
+//! # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+//! for found in client.inspect("pool").await? {
+//!     println!("pool is a {}; held: {}", found.kind(), found.is_held());
+//! }
+//! # Ok(()) }
+//! ```
+
+mod names;
+pub(crate) use names::escape_glob;
+mod snapshot;
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::key::{Kind, LockKey};
+use crate::ratelimit::RateLimitStatus;
+use crate::semaphore::{PermitStore, SemaphoreStatus};
+use crate::store::{LockStatus, RedisStore};
+
+/// One primitive found under a name, with its state: what
+/// [`Client::inspect`] and [`Client::list_all`] return.
+///
+/// ```
+/// use latchkey::{Kind, LockStatus, inspect::Primitive};
+/// let found = Primitive::Lock(LockStatus::new(None, None, Some(7), 0));
+/// assert_eq!(found.kind(), Kind::Lock);
+/// assert!(!found.is_held());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Primitive {
+    /// A lock: latchkey's, or another library's plain `SET NX` lock.
+    Lock(LockStatus),
+    /// A [`Semaphore`](crate::Semaphore).
+    Semaphore(SemaphoreStatus),
+    /// A [`RwLock`](crate::RwLock): a semaphore whose writer holds every permit.
+    RwLock(SemaphoreStatus),
+    /// A [`RateLimiter`](crate::ratelimit::RateLimiter)'s state.
+    RateLimit(RateLimitStatus),
+}
+
+impl Primitive {
+    /// What kind of primitive it is.
+    ///
+    /// ```
+    /// # use latchkey::{Kind, inspect::Primitive, semaphore::SemaphoreStatus};
+    /// assert_eq!(Primitive::RwLock(SemaphoreStatus::default()).kind(), Kind::RwLock);
+    /// ```
+    pub fn kind(&self) -> Kind {
+        match self {
+            Primitive::Lock(_) => Kind::Lock,
+            Primitive::Semaphore(_) => Kind::Semaphore,
+            Primitive::RwLock(_) => Kind::RwLock,
+            Primitive::RateLimit(_) => Kind::RateLimit,
+        }
+    }
+
+    /// Whether someone holds it: a lock's holder, a live permit. A rate limit is
+    /// never held: its state is a count, not a hold.
+    ///
+    /// ```
+    /// # use latchkey::{inspect::Primitive, semaphore::SemaphoreStatus};
+    /// assert!(!Primitive::Semaphore(SemaphoreStatus::default()).is_held());
+    /// ```
+    pub fn is_held(&self) -> bool {
+        match self {
+            Primitive::Lock(status) => status.is_held(),
+            Primitive::Semaphore(status) | Primitive::RwLock(status) => status.is_held(),
+            Primitive::RateLimit(_) => false,
+        }
+    }
+
+    /// Whether anyone holds or waits for it.
+    fn in_use(&self) -> bool {
+        match self {
+            Primitive::Lock(status) => status.is_held() || status.waiters > 0,
+            Primitive::Semaphore(status) | Primitive::RwLock(status) => {
+                status.is_held() || status.waiters > 0
+            }
+            Primitive::RateLimit(_) => true,
+        }
+    }
+}
+
+/// Looking at every primitive, on one Redis deployment.
+impl Client<RedisStore> {
+    /// Everything latchkey keeps under `name` now: a lock (held, waited for, or
+    /// with a fencing counter left from an earlier hold), a semaphore, a read-write
+    /// lock, rate-limit state. Read atomically, in one round trip. Empty when the
+    /// name has nothing; a key of `name` that holds something other than a lock
+    /// (another application's hash …) is not reported as a lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name,
+    /// and the errors a reply can carry.
+    ///
+    /// # Cancel safety
+    ///
+    /// It only reads: dropping the future has no effect.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// use latchkey::inspect::Primitive;
+    /// for found in client.inspect("pool").await? {
+    ///     if let Primitive::Semaphore(pool) = found {
+    ///         println!("{} of {:?} permits held, {} waiting", pool.used, pool.permits, pool.waiters);
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn inspect(&self, name: &str) -> Result<Vec<Primitive>> {
+        let key = LockKey::new(self.prefix(), name)?;
+        snapshot::read(self.store(), &key).await
+    }
+
+    /// Every name under this client's prefix matching `pattern` (Redis glob
+    /// syntax, `*` for all) that something holds or waits for, with what:
+    /// locks (latchkey's and other libraries'), semaphores, read-write locks,
+    /// rate-limit state. Sorted by name. Uses SCAN (three passes, on a cluster on
+    /// every primary), never KEYS, then reads each name as [`inspect`](Self::inspect)
+    /// does: the list is not one snapshot, and a name whose keys change type in
+    /// between is left out. Any string key under the prefix looks like a lock from
+    /// outside (another library's, or not a lock at all): see
+    /// [`LockStatus::is_held_by_latchkey`].
+    ///
+    /// # Errors
+    ///
+    /// The errors a reply can carry. Not retried.
+    ///
+    /// # Cancel safety
+    ///
+    /// It only reads: dropping the future has no effect.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// for (name, found) in client.list_all("*").await? {
+    ///     println!("{name}: {} (held: {})", found.kind(), found.is_held());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_all(&self, pattern: &str) -> Result<Vec<(String, Primitive)>> {
+        let prefix = self.prefix().as_str();
+        let mut found = Vec::new();
+        for full in names::matching(self.store(), prefix, pattern).await? {
+            let Some(name) = full.strip_prefix(prefix) else {
+                continue;
+            };
+            // Keys another application wrote may not be valid names; skip them.
+            let Ok(key) = LockKey::new(self.prefix(), name) else {
+                continue;
+            };
+            match snapshot::read(self.store(), &key).await {
+                Ok(primitives) => found.extend(
+                    primitives
+                        .into_iter()
+                        .filter(Primitive::in_use)
+                        .map(|p| (name.to_owned(), p)),
+                ),
+                // Retyped between SCAN and the look: not ours now.
+                Err(crate::Error::WrongType { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(found)
+    }
+
+    /// Breaks the primitive of `kind` under `name`, whoever holds it, and returns
+    /// what it was (`None` if nothing was held): a lock as
+    /// [`Mutex::force_release`](crate::Mutex::force_release); every permit of a
+    /// semaphore or read-write lock (their holders' next renewal finds the lease
+    /// lost, the line is served at once); a rate limit's state (the limit is full
+    /// again). For an operator clearing what a dead process left, never for normal
+    /// releases.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid
+    /// name, and the errors a reply can carry. Not retried.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// if let Some(was) = client.force_release("pool", latchkey::Kind::Semaphore).await? {
+    ///     println!("broke {:?}", was);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_release(&self, name: &str, kind: Kind) -> Result<Option<Primitive>> {
+        match kind {
+            Kind::Lock => Ok(self
+                .mutex(name)?
+                .force_release()
+                .await?
+                .map(Primitive::Lock)),
+            Kind::Semaphore | Kind::RwLock => {
+                let key = LockKey::namespaced(self.prefix(), name, kind)?;
+                let dropped = PermitStore::force_release(self.store(), &key).await?;
+                let was = match kind {
+                    Kind::Semaphore => Primitive::Semaphore(dropped),
+                    _ => Primitive::RwLock(dropped),
+                };
+                Ok(was.is_held().then_some(was))
+            }
+            Kind::RateLimit => {
+                let key = LockKey::new(self.prefix(), name)?;
+                Ok(snapshot::reset_rates(self.store(), &key)
+                    .await?
+                    .map(Primitive::RateLimit))
+            }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! Which names under a prefix have latchkey state: the keys SCAN finds, read back
+//! into the names they belong to.
+
+use crate::error::Result;
+use crate::key::is_companion_kind;
+use crate::store::{Inspect, RedisStore};
+
+/// The names (prefix included) matching `prefix + pattern` that have a key: a
+/// string that may be a lock, or a companion of any primitive. Three SCAN passes,
+/// because a name's keys take three shapes: the lock key itself (`app:job`), the
+/// companions of a name without a hash tag (`{app:job}:lk:…`), and those of a name
+/// with one (`app:{u1}:cart:lk:…`). Sorted, without duplicates.
+pub(super) async fn matching(
+    store: &RedisStore,
+    prefix: &str,
+    pattern: &str,
+) -> Result<Vec<String>> {
+    let glob = format!("{}{pattern}", escape_glob(prefix));
+    let mut names = store.scan(&glob).await?;
+    for key in store.scan_keys(&format!("{{{glob}}}:lk:*"), None).await? {
+        let untagged =
+            owner_of(&key).and_then(|tagged| tagged.strip_prefix('{')?.strip_suffix('}'));
+        names.extend(
+            untagged
+                .filter(|name| !name.contains(['{', '}']))
+                .map(str::to_owned),
+        );
+    }
+    for key in store.scan_keys(&format!("{glob}:lk:*"), None).await? {
+        let tagged = owner_of(&key).filter(|name| crate::key::hash_tag(name).is_some());
+        names.extend(
+            tagged
+                .filter(|name| !name.starts_with('{'))
+                .map(str::to_owned),
+        );
+    }
+    names.sort_unstable();
+    names.dedup();
+    Ok(names)
+}
+
+/// The name part of a companion key: the key less one or two `:lk:<kind>` suffixes
+/// (`{pool}:lk:sem:lk:fence` → `{pool}`); `None` for another key.
+fn owner_of(key: &str) -> Option<&str> {
+    let mut rest = strip_companion(key)?;
+    if let Some(outer) = strip_companion(rest) {
+        rest = outer;
+    }
+    Some(rest)
+}
+
+fn strip_companion(key: &str) -> Option<&str> {
+    let (rest, kind) = key.rsplit_once(":lk:")?;
+    is_companion_kind(kind).then_some(rest)
+}
+
+/// `text` with Redis glob's special characters escaped, so a prefix matches itself.
+pub(crate) fn escape_glob(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn companions_lead_back_to_their_name() {
+        assert_eq!(owner_of("{pool}:lk:sem:lk:fence"), Some("{pool}"));
+        assert_eq!(owner_of("{job}:lk:fence"), Some("{job}"));
+        assert_eq!(owner_of("app:{u1}:cart:lk:rate"), Some("app:{u1}:cart"));
+        assert_eq!(owner_of("{pool}:lk:sem"), Some("{pool}"));
+        assert_eq!(owner_of("user:1:name"), None);
+        assert_eq!(owner_of("{x}:lk:other"), None);
+    }
+}

@@ -1,0 +1,75 @@
+//! One name's primitives, read in one script call; and a rate limit's reset.
+
+use std::time::Duration;
+
+use super::Primitive;
+use crate::error::Result;
+use crate::key::{Kind, LockKey};
+use crate::ratelimit::RateLimitStatus;
+use crate::scripts;
+use crate::semaphore::{PERMITS, PermitsReply, SemaphoreStatus};
+use crate::store::{LockReply, LockStatus, RedisStore};
+
+/// The rate limiters' companions, one per algorithm, as `status.lua` takes them:
+/// fixed window, cooldown, sliding window (log, tally), GCRA.
+const RATE_COMPANIONS: [&str; 5] = ["rate", "cooldown", "log", "tally", "gcra"];
+
+/// `status.lua`'s reply: lock, semaphore, read-write lock, and `(algorithm, pttl)`
+/// for each rate limiter's state.
+type StatusReply = (
+    Option<LockReply>,
+    Option<PermitsReply>,
+    Option<PermitsReply>,
+    Vec<(String, i64)>,
+);
+
+/// Everything under the plain (lock) key `key`, as primitives; a lock only when
+/// anything of it is there (a holder, waiters, a fencing counter).
+pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primitive>> {
+    let mut call = scripts::STATUS.prepare_invoke();
+    call.key(key.as_str()).key(key.fence()).key(key.queue());
+    for kind in [Kind::Semaphore, Kind::RwLock] {
+        let holders = key.sibling(kind);
+        call.key(holders.as_str())
+            .key(holders.fence())
+            .key(holders.queue())
+            .key(holders.companion(PERMITS));
+    }
+    for kind in RATE_COMPANIONS {
+        call.key(key.companion(kind));
+    }
+    call.arg(SemaphoreStatus::HOLDERS_SHOWN);
+    let (lock, semaphore, rw_lock, rates): StatusReply = store.run(&call, key).await?;
+    let lock = lock
+        .map(LockStatus::from_reply)
+        .filter(|status| status.is_held() || status.fence.is_some() || status.waiters > 0);
+    let found = lock.map(Primitive::Lock).into_iter();
+    let semaphore = semaphore.map(|s| Primitive::Semaphore(SemaphoreStatus::from_reply(s)));
+    let rw_lock = rw_lock.map(|s| Primitive::RwLock(SemaphoreStatus::from_reply(s)));
+    let rates = rates.into_iter().map(|(algorithm, pttl)| {
+        Primitive::RateLimit(RateLimitStatus {
+            algorithm,
+            resets_in: u64::try_from(pttl).ok().map(Duration::from_millis),
+        })
+    });
+    Ok(found.chain(semaphore).chain(rw_lock).chain(rates).collect())
+}
+
+/// Deletes every rate limiter's state under `key`; returns what there was (the
+/// first algorithm's), if any.
+pub(super) async fn reset_rates(
+    store: &RedisStore,
+    key: &LockKey,
+) -> Result<Option<RateLimitStatus>> {
+    let before = read(store, key).await?;
+    let mut del = redis::cmd("DEL");
+    for kind in RATE_COMPANIONS {
+        del.arg(key.companion(kind));
+    }
+    let deleted = store.query::<u64>(&del).await;
+    deleted.map_err(|error| store.error(error, key.as_str()))?;
+    Ok(before.into_iter().find_map(|found| match found {
+        Primitive::RateLimit(status) => Some(status),
+        _ => None,
+    }))
+}

@@ -1,0 +1,46 @@
+-- Everything latchkey keeps under one name, read at once and without writing, for
+-- `latchkey status` and `latchkey list`. Needs clock.lua, look/lock.lua and
+-- look/permits.lua.
+--
+-- KEYS[1..3]    the lock, its fencing counter, its wait queue.
+-- KEYS[4..7]    a semaphore of the name: its holders, fencing counter, wait queue
+--               and stored permit count.
+-- KEYS[8..11]   the same for a read-write lock of the name.
+-- KEYS[12..16]  a rate limiter's state, one key per algorithm: fixed window,
+--               cooldown, sliding window (log, tally), GCRA.
+-- ARGV[1]       the most holders of a semaphore or read-write lock to list.
+--
+-- Returns {lock, semaphore, read-write lock, rate limits}:
+--   lock         lock_status (look/lock.lua), or false when the key holds another
+--                type (another application's data, not a lock);
+--   semaphore,   permits_status (look/permits.lua), or false;
+--   rw lock
+--   rate limits  {algorithm, ms until its state expires, …} for each algorithm
+--                with state (switching algorithms leaves the old state to expire).
+
+local _, now = server_time()
+local limit = tonumber(ARGV[1])
+
+local lock = false
+local lock_type = redis.call('TYPE', KEYS[1])['ok']
+if lock_type == 'string' or lock_type == 'none' then
+  lock = lock_status(KEYS[1], KEYS[2], KEYS[3])
+end
+
+local rates = {}
+local algorithms = {'fixed', 'cooldown', 'sliding', 'sliding', 'gcra'}
+for i, algorithm in ipairs(algorithms) do
+  local pttl = redis.call('PTTL', KEYS[11 + i])
+  -- The sliding window's log and tally count once.
+  if pttl ~= -2 and rates[#rates - 1] ~= algorithm then
+    rates[#rates + 1] = algorithm
+    rates[#rates + 1] = pttl
+  end
+end
+
+return {
+  lock,
+  permits_status(KEYS[4], KEYS[5], KEYS[6], KEYS[7], now, limit),
+  permits_status(KEYS[8], KEYS[9], KEYS[10], KEYS[11], now, limit),
+  rates,
+}
