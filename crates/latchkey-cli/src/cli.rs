@@ -90,8 +90,14 @@ pub enum Command {
     /// prefix (SCAN, never KEYS).
     List(ListArgs),
     /// Break a lock (or a semaphore's permits, a read-write lock, with --kind a rate
-    /// limit's state) whoever holds it.
+    /// limit's state) whoever holds it; or, with --token, release a hold `acquire`
+    /// printed.
     Release(ReleaseArgs),
+    /// Take a lock and leave it held (for --ttl) after exiting: prints the hold's
+    /// token, which `extend` and `release --token` take, from any process.
+    Acquire(AcquireArgs),
+    /// Reset the lease of a hold `acquire` printed: exit 0, or 70 if it was lost.
+    Extend(ExtendArgs),
     /// Count one call against a rate limit: exit 0 if allowed, 1 if not.
     Throttle(ThrottleArgs),
     /// Counting semaphores: `sem run NAME --permits N -- CMD`.
@@ -185,10 +191,12 @@ pub struct RunArgs {
     pub hold: HoldArgs,
 }
 
-/// How `run`, `sem run` and `rw run` hold what they take, and what they run.
+/// How long `run`, `sem run`, `rw run` and `acquire` hold what they take, and
+/// how long they wait for it.
 #[derive(Debug, Args)]
-pub struct HoldArgs {
-    /// Lease length, renewed every third of it while the command runs (at least 100ms).
+pub struct TakeArgs {
+    /// Lease length (at least 100ms): renewed every third of it while a command
+    /// runs; for `acquire`, how long the lock stays held unless extended or released.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, allow_hyphen_values = true)]
     pub ttl: Duration,
 
@@ -199,6 +207,13 @@ pub struct HoldArgs {
     /// Exit 75 at once if it is busy.
     #[arg(long)]
     pub no_wait: bool,
+}
+
+/// How `run`, `sem run` and `rw run` hold what they take, and what they run.
+#[derive(Debug, Args)]
+pub struct HoldArgs {
+    #[command(flatten)]
+    pub take: TakeArgs,
 
     /// After the lease is lost: how long the command gets between SIGTERM and SIGKILL.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, allow_hyphen_values = true)]
@@ -288,6 +303,37 @@ pub struct ListArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct AcquireArgs {
+    #[command(flatten)]
+    pub name: LockName,
+
+    /// Wait in line (FIFO) instead of racing other waiters.
+    #[arg(long)]
+    pub fair: bool,
+
+    #[command(flatten)]
+    pub take: TakeArgs,
+
+    /// Print the result as one line of JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExtendArgs {
+    #[command(flatten)]
+    pub name: LockName,
+
+    /// The hold `latchkey acquire` printed.
+    #[arg(long, env = "LATCHKEY_TOKEN", hide_env_values = true)]
+    pub token: String,
+
+    /// The new lease, from now (at least 100ms).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, allow_hyphen_values = true)]
+    pub ttl: Duration,
+}
+
+#[derive(Debug, Args)]
 pub struct ReleaseArgs {
     #[command(flatten)]
     pub name: LockName,
@@ -295,6 +341,12 @@ pub struct ReleaseArgs {
     /// Required: breaking someone else's lock is never done by accident.
     #[arg(long)]
     pub force: bool,
+
+    /// Release the hold `latchkey acquire` printed (or `MutexGuard::detach`
+    /// made), from any process; exit 70 if the token no longer holds the lock.
+    /// Ignored with --force (so an exported LATCHKEY_TOKEN does not get in its way).
+    #[arg(long, env = "LATCHKEY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 
     /// What to break under the name; default: whatever is held there (a lock, a
     /// semaphore's permits, a read-write lock). A rate limit is reset only with

@@ -321,7 +321,8 @@ pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> 
     let name = args.name.as_str();
     if !args.force {
         return Err(Failure::usage(format!(
-            "refusing to break {name:?} without --force (it may belong to a live process)"
+            "refusing to break {name:?} without --force (it may belong to a live process); \
+             to release a hold `latchkey acquire` printed, give its --token"
         )));
     }
     connect::check_name(global, name)?;

@@ -9,6 +9,7 @@ mod connect;
 #[cfg(feature = "demo")]
 mod demo;
 mod exit;
+mod handoff;
 mod inspect;
 mod output;
 mod run;
@@ -48,7 +49,12 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Run(args) => run::run(global, args).await,
         Command::Status(args) => inspect::status(global, args).await,
         Command::List(args) => inspect::list(global, args).await,
-        Command::Release(args) => inspect::release(global, args).await,
+        Command::Release(args) => match (&args.token, args.force) {
+            (Some(token), false) => handoff::release(global, &args, token).await,
+            _ => inspect::release(global, args).await,
+        },
+        Command::Acquire(args) => handoff::acquire(global, args).await,
+        Command::Extend(args) => handoff::extend(global, args).await,
         Command::Throttle(args) => throttle::throttle(global, args).await,
         Command::Sem {
             command: SemCommand::Run(args),

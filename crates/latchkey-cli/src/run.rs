@@ -17,13 +17,13 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use latchkey::store::{Pass, WakeUps};
-use latchkey::{Fairness, Lease, MutexGuard};
+use latchkey::{Fairness, Lease, Mutex, MutexGuard};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::cli::{Global, HoldArgs, RunArgs, RwRunArgs, SemRunArgs};
+use crate::cli::{Global, HoldArgs, RunArgs, RwRunArgs, SemRunArgs, TakeArgs};
 use crate::connect;
 use crate::exit::{self, Failure};
 
@@ -38,8 +38,8 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
-    let lease = Lease::renewed(args.hold.ttl)?;
-    let wait = wait(&args.hold);
+    let lease = Lease::renewed(args.hold.take.ttl)?;
+    let wait = Wait::from(&args.hold.take);
     // From here on those signals are ours to handle: while waiting, by leaving the
     // queue; while the command runs, by passing them on.
     let signals = Signals::listen()?;
@@ -49,22 +49,27 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
             false => Fairness::Plain,
         };
         let mutex = client.mutex(name)?.with_lease(lease).with_fairness(fairness);
-        let taking = async {
-            match wait {
-                Wait::Now => mutex.try_lock().await,
-                Wait::Until(deadline) => mutex.lock_timeout(left(deadline)).await,
-                Wait::Forever => mutex.lock().await,
-            }
-        };
-        hold_and_run(taking, name, &args.hold, signals).await
+        hold_and_run(take(&mutex, wait), name, &args.hold, signals).await
     })
+}
+
+/// Takes `mutex` as `wait` says.
+pub async fn take<S: Pass + WakeUps>(
+    mutex: &Mutex<S>,
+    wait: Wait,
+) -> latchkey::Result<MutexGuard<S>> {
+    match wait {
+        Wait::Now => mutex.try_lock().await,
+        Wait::Until(deadline) => mutex.lock_timeout(left(deadline)).await,
+        Wait::Forever => mutex.lock().await,
+    }
 }
 
 /// `sem run`: the same, holding `--weight` of a semaphore's `--permits`.
 pub async fn sem_run(global: &Global, args: SemRunArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
-    let lease = Lease::renewed(args.hold.ttl)?;
+    let lease = Lease::renewed(args.hold.take.ttl)?;
     latchkey::Semaphore::check_permits(args.permits)?;
     if args.weight > args.permits {
         return Err(Failure::usage(format!(
@@ -72,7 +77,7 @@ pub async fn sem_run(global: &Global, args: SemRunArgs) -> Result<u8, Failure> {
             args.weight, args.permits
         )));
     }
-    let wait = wait(&args.hold);
+    let wait = Wait::from(&args.hold.take);
     let signals = Signals::listen()?;
     let client = connect::retrying(wait.deadline(), || connect::client(global)).await?;
     let semaphore = client.semaphore(name, args.permits)?.with_lease(lease);
@@ -90,8 +95,8 @@ pub async fn sem_run(global: &Global, args: SemRunArgs) -> Result<u8, Failure> {
 pub async fn rw_run(global: &Global, args: RwRunArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
-    let lease = Lease::renewed(args.hold.ttl)?;
-    let wait = wait(&args.hold);
+    let lease = Lease::renewed(args.hold.take.ttl)?;
+    let wait = Wait::from(&args.hold.take);
     let signals = Signals::listen()?;
     let client = connect::retrying(wait.deadline(), || connect::client(global)).await?;
     let lock = client.rw_lock(name)?.with_lease(lease);
@@ -110,7 +115,7 @@ pub async fn rw_run(global: &Global, args: RwRunArgs) -> Result<u8, Failure> {
 
 /// How long the options say to wait: for Redis (connecting), then for the lock.
 #[derive(Clone, Copy)]
-enum Wait {
+pub enum Wait {
     Now,
     Until(Instant),
     Forever,
@@ -118,7 +123,7 @@ enum Wait {
 
 impl Wait {
     /// Until when connecting may be retried: only within a `--wait`.
-    fn deadline(self) -> Option<Instant> {
+    pub fn deadline(self) -> Option<Instant> {
         match self {
             Wait::Until(deadline) => Some(deadline),
             Wait::Now | Wait::Forever => None,
@@ -127,18 +132,20 @@ impl Wait {
 }
 
 /// The wait the options ask for, counted from now.
-fn wait(hold: &HoldArgs) -> Wait {
-    match (hold.no_wait, hold.wait) {
-        (true, _) => Wait::Now,
-        (false, Some(wait)) => Instant::now()
-            .checked_add(wait)
-            .map_or(Wait::Forever, Wait::Until),
-        (false, None) => Wait::Forever,
+impl From<&TakeArgs> for Wait {
+    fn from(take: &TakeArgs) -> Self {
+        match (take.no_wait, take.wait) {
+            (true, _) => Wait::Now,
+            (false, Some(wait)) => Instant::now()
+                .checked_add(wait)
+                .map_or(Wait::Forever, Wait::Until),
+            (false, None) => Wait::Forever,
+        }
     }
 }
 
 /// What is left of a wait until `deadline`.
-fn left(deadline: Instant) -> Duration {
+pub fn left(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now())
 }
 

@@ -23,7 +23,11 @@
 //!   ([`Client::open_cluster`]), Sentinel ([`Client::open_sentinel`]) and a quorum of
 //!   independent masters ([`Client::open_quorum`], whose client has locks only, as
 //!   the async one does).
-//! - **Locks**: [`Mutex`] and [`MutexGuard`], and [`Client::list`].
+//! - **Locks**: [`Mutex`] and [`MutexGuard`], [`Client::list`], and holds handed
+//!   between processes ([`MutexGuard::detach`], [`Mutex::adopt`],
+//!   [`Mutex::extend_held`], [`Mutex::release_held`]).
+//! - **Looking at every primitive**: [`Client::inspect`], [`Client::list_all`],
+//!   [`Client::force_release`].
 //! - **Semaphores** ([`Semaphore`], whose permits are [`SemaphorePermit`]s: blocking
 //!   guards over the semaphore's store) and **read-write locks** ([`RwLock`]), on one
 //!   Redis deployment.
@@ -70,8 +74,10 @@ use std::time::{Duration, Instant};
 use tokio::runtime::{Handle, Runtime};
 use tokio_util::sync::CancellationToken;
 
+use crate::HoldToken;
 use crate::error::{Error, Result};
-use crate::key::{LockKey, Prefix};
+use crate::inspect::Primitive;
+use crate::key::{Kind, LockKey, Prefix};
 use crate::lease::{Lease, Ttl};
 use crate::lock::Fairness;
 use crate::quorum::QuorumStore;
@@ -237,6 +243,52 @@ impl Client<RedisStore> {
             inner: self.inner.rate_limiter(name, policy)?,
             runtime: self.runtime.clone(),
         })
+    }
+
+    /// Everything latchkey keeps under `name` (see [`crate::Client::inspect`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::inspect`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// for found in client.inspect("pool")? { println!("{}", found.kind()); }
+    /// # Ok(()) }
+    /// ```
+    pub fn inspect(&self, name: &str) -> Result<Vec<Primitive>> {
+        block_on(&self.runtime, self.inner.inspect(name))?
+    }
+
+    /// Every primitive in use under the prefix (see [`crate::Client::list_all`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::list_all`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// for (name, found) in client.list_all("*")? { println!("{name}: {}", found.kind()); }
+    /// # Ok(()) }
+    /// ```
+    pub fn list_all(&self, pattern: &str) -> Result<Vec<(String, Primitive)>> {
+        block_on(&self.runtime, self.inner.list_all(pattern))?
+    }
+
+    /// Breaks the primitive of `kind` under `name` (see
+    /// [`crate::Client::force_release`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::force_release`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// client.force_release("pool", latchkey::Kind::Semaphore)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn force_release(&self, name: &str, kind: Kind) -> Result<Option<Primitive>> {
+        block_on(&self.runtime, self.inner.force_release(name, kind))?
     }
 }
 
@@ -647,6 +699,52 @@ impl<S: Pass + WakeUps> Mutex<S> {
     pub fn is_locked(&self) -> Result<bool> {
         block_on(&self.runtime, self.inner.is_locked())?
     }
+
+    /// Takes over a detached hold (see [`crate::Mutex::adopt`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Mutex::adopt`]: [`Error::LeaseLost`] if the token no longer
+    /// holds the lock, the errors a reply can carry; and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex, token: latchkey::HoldToken) -> latchkey::Result<()> {
+    /// let guard = mutex.adopt(&token)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn adopt(&self, token: &HoldToken) -> Result<MutexGuard<S>> {
+        acquire(&self.runtime, self.inner.adopt(token))
+    }
+
+    /// Resets a detached hold's lease (see [`crate::Mutex::extend_held`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Mutex::extend_held`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex, token: latchkey::HoldToken) -> latchkey::Result<()> {
+    /// mutex.extend_held(&token, std::time::Duration::from_secs(60))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn extend_held(&self, token: &HoldToken, ttl: Duration) -> Result<()> {
+        block_on(&self.runtime, self.inner.extend_held(token, ttl))?
+    }
+
+    /// Releases a detached hold (see [`crate::Mutex::release_held`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Mutex::release_held`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex, token: latchkey::HoldToken) -> latchkey::Result<()> {
+    /// assert!(mutex.release_held(&token)?);
+    /// # Ok(()) }
+    /// ```
+    pub fn release_held(&self, token: &HoldToken) -> Result<bool> {
+        block_on(&self.runtime, self.inner.release_held(token))?
+    }
 }
 
 impl<S: Pass + WakeUps + Inspect> Mutex<S> {
@@ -901,6 +999,26 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
             return Ok(false);
         };
         block_on(&self.runtime, guard.release())?
+    }
+
+    /// Hands the hold off without releasing it (see [`crate::MutexGuard::detach`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::MutexGuard::detach`].
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) -> latchkey::Result<()> {
+    /// let token = guard.detach()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn detach(mut self) -> Result<HoldToken> {
+        let Some(guard) = self.inner.take() else {
+            return Err(Error::InvalidArgument(
+                "the guard was already released".to_owned(),
+            ));
+        };
+        guard.detach()
     }
 }
 

@@ -541,7 +541,7 @@ pub use client::Client;
 pub use error::{ACL_RULES, Cause, Error, Result};
 pub use key::{Kind, LockKey, Prefix};
 pub use lease::{Lease, Ttl};
-pub use lock::{Fairness, Mutex, MutexGuard, finish_background_releases};
+pub use lock::{Fairness, HoldToken, Mutex, MutexGuard, finish_background_releases};
 pub use rwlock::RwLock;
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use store::LockStatus;

@@ -51,6 +51,13 @@ impl OwnerToken {
         Ok(OwnerToken(hex(&bytes) + MARK))
     }
 
+    /// A token latchkey made, written back as text (32 hex digits and `:lk`).
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        let random = text.strip_suffix(MARK)?;
+        let valid = random.len() == 32 && random.chars().all(|c| c.is_ascii_hexdigit());
+        valid.then(|| OwnerToken(text.to_owned()))
+    }
+
     /// A token read back from a lock key (possibly another library's owner value).
     pub(crate) fn from_stored(value: String) -> Self {
         OwnerToken(value)

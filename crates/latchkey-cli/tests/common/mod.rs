@@ -37,3 +37,14 @@ pub fn latchkey_ok(redis: &str, args: &[&str]) -> std::process::Output {
     );
     output
 }
+
+/// The built `latchkey` with `LATCHKEY_REDIS=redis`, no prefix and `args`.
+pub fn latchkey(redis: &str, args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_latchkey"));
+    command
+        .env("LATCHKEY_REDIS", redis)
+        .env_remove("LATCHKEY_PREFIX")
+        .env_remove("LATCHKEY_TOKEN")
+        .args(args);
+    command
+}

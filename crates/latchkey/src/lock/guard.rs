@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::held::{Held, LeaseState};
+use super::hold_token::HoldToken;
 use super::waiter::Won;
 use super::watchdog::{self, Renewals};
 use crate::error::{Error, Result};
@@ -353,6 +354,37 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
     pub async fn is_held(&self) -> Result<bool> {
         let hold = &self.held.hold;
         hold.store.holds(&hold.key, &hold.owner).await
+    }
+
+    /// Hands the hold off: stops renewing and returns the token with which any
+    /// process can [`adopt`](crate::Mutex::adopt), [`extend`](crate::Mutex::extend_held)
+    /// or [`release`](crate::Mutex::release_held) it. The lock stays held in Redis
+    /// until one of those, or until its lease ends (a fixed lease's end, or at most
+    /// one lease from the last renewal): nothing renews it meanwhile. Tasks of this
+    /// process waiting for it wait in Redis from now on.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] while other guards of this acquisition
+    /// ([`reenter`](Self::reenter)) live: drop them first. The guard is then
+    /// dropped, which releases the lock when the last of them goes.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let token = mutex.lock().await?.detach()?;
+    /// println!("give this to the worker: {token}");
+    /// # Ok(()) }
+    /// ```
+    pub fn detach(self) -> Result<HoldToken> {
+        let mut held = Arc::try_unwrap(self.held).map_err(|_| {
+            Error::InvalidArgument(
+                "cannot detach a hold that other guards (reenter) still share: drop them first"
+                    .to_owned(),
+            )
+        })?;
+        held.stop_renewing();
+        held.hold.detach();
+        Ok(HoldToken::new(held.hold.owner.clone(), held.fence))
     }
 
     /// Gives up this guard. The last guard of an acquisition stops the renewal and

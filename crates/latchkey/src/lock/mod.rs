@@ -5,6 +5,7 @@ mod backoff;
 mod fairness;
 mod guard;
 mod held;
+mod hold_token;
 mod local;
 mod local_turn;
 mod mutex;
@@ -14,6 +15,7 @@ mod watchdog;
 
 pub use fairness::Fairness;
 pub use guard::MutexGuard;
+pub use hold_token::HoldToken;
 pub(crate) use local::LocalLocks;
 pub use mutex::Mutex;
 pub use release_on_drop::finish_background_releases;

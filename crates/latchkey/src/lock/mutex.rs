@@ -4,8 +4,10 @@ use std::time::{Duration, Instant};
 
 use super::fairness::Fairness;
 use super::guard::MutexGuard;
+use super::hold_token::HoldToken;
 use super::local::LocalLocks;
-use super::waiter::{self, Wait};
+use super::release_on_drop::ReleaseOnDrop;
+use super::waiter::{self, Wait, Won};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::{Lease, Ttl};
@@ -354,6 +356,102 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
         Ok(self.store.owner(&self.key).await?.is_some())
+    }
+
+    /// Takes over a hold another guard [`detach`](MutexGuard::detach)ed (in this
+    /// process or another): resets its lease to this mutex's and returns a guard for
+    /// it, renewed and released as if this process had taken the lock, with the
+    /// hold's fencing token. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] if the lock is no longer held by the token (its lease
+    /// ended, or it was broken); the errors a reply can carry.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may have reset the lease: the hold then lives on until
+    /// it ends, as a detached one does.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex, token: &str) -> latchkey::Result<()> {
+    /// let guard = mutex.adopt(&token.parse()?).await?;
+    /// // … the work, under guard.fence() …
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn adopt(&self, token: &HoldToken) -> Result<MutexGuard<S>> {
+        let ttl = self.lease.ttl();
+        let sent = Instant::now();
+        self.extend_or_lost(token, ttl).await?;
+        let hold = ReleaseOnDrop::held(
+            self.store.clone(),
+            self.key.clone(),
+            token.owner().clone(),
+            None,
+            ttl,
+        );
+        let won = Won {
+            hold,
+            fence: token.fence(),
+            valid_until: ttl.valid_until(sent),
+            top_up: false,
+            replicas: None,
+        };
+        Ok(MutexGuard::new(won, self.lease))
+    }
+
+    /// Resets the lease of a [`detach`](MutexGuard::detach)ed hold to `ttl` from
+    /// now, from any process. One round trip, not retried.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] if the lock is no longer held by the token;
+    /// [`Error::InvalidArgument`] for a `ttl` under 100 ms; the errors a reply can carry.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex, token: latchkey::HoldToken) -> latchkey::Result<()> {
+    /// mutex.extend_held(&token, std::time::Duration::from_secs(60)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn extend_held(&self, token: &HoldToken, ttl: Duration) -> Result<()> {
+        let ttl = Ttl::at_least(ttl, Lease::MIN_FIXED, "an extension")?;
+        self.extend_or_lost(token, ttl).await
+    }
+
+    /// Releases a [`detach`](MutexGuard::detach)ed hold from any process, handing
+    /// the lock to the oldest live waiter as a guard's release does; returns
+    /// whether the lock was still held by the token. Transient failures are
+    /// retried as a guard's release is (up to 3 s here, then in the background
+    /// until the hold has surely ended).
+    ///
+    /// # Errors
+    ///
+    /// The errors a reply can carry, once retries are over.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex, token: latchkey::HoldToken) -> latchkey::Result<()> {
+    /// if !mutex.release_held(&token).await? {
+    ///     eprintln!("the lease had ended: the work may overlap the next holder's");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_held(&self, token: &HoldToken) -> Result<bool> {
+        let ttl = self.lease.ttl();
+        let owner = token.owner().clone();
+        ReleaseOnDrop::held(self.store.clone(), self.key.clone(), owner, None, ttl)
+            .release()
+            .await
+    }
+
+    /// Extends the hold of `token` to `ttl`, or says its lease is lost.
+    async fn extend_or_lost(&self, token: &HoldToken, ttl: Ttl) -> Result<()> {
+        if self.store.extend(&self.key, token.owner(), ttl).await? {
+            return Ok(());
+        }
+        Err(Error::LeaseLost {
+            key: self.key.to_string(),
+        })
     }
 
     async fn acquire(&self, deadline: Option<Instant>) -> Result<MutexGuard<S>> {

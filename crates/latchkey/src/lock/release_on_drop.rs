@@ -110,6 +110,15 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
         hold
     }
 
+    /// Lets go of the hold without releasing it: the lock stays in Redis (until its
+    /// lease ends, or a release by token), and this process's waiters go there.
+    pub(crate) fn detach(&mut self) {
+        self.state = HoldState::Clear;
+        if let Some(local) = self.local.take() {
+            local.released(&self.key);
+        }
+    }
+
     /// An attempt came back without the lock: only a queued waiter keeps anything.
     pub(crate) fn not_taken(&mut self) {
         if self.state == HoldState::Trying {

@@ -1,0 +1,102 @@
+//! `acquire`, `extend` and `release --token`: a hold that outlives one process, for
+//! scripts whose steps run as separate commands (and jobs handed between hosts).
+
+use latchkey::{Error, Fairness, HoldToken, Lease};
+use serde::Serialize;
+
+use crate::cli::{AcquireArgs, ExtendArgs, Global, ReleaseArgs};
+use crate::connect;
+use crate::exit::Failure;
+use crate::output;
+use crate::run::{self, Wait};
+
+/// What `acquire --json` prints.
+#[derive(Serialize)]
+struct Acquired<'a> {
+    name: &'a str,
+    token: String,
+    fence: u64,
+    ttl_ms: u64,
+}
+
+/// `acquire NAME`: takes the lock with a fixed lease of `--ttl` and leaves it held,
+/// printing the hold's token.
+pub async fn acquire(global: &Global, args: AcquireArgs) -> Result<u8, Failure> {
+    let name = args.name.as_str();
+    connect::check_name(global, name)?;
+    let lease = Lease::fixed(args.take.ttl)?;
+    let wait = Wait::from(&args.take);
+    let fairness = match args.fair {
+        true => Fairness::Fair,
+        false => Fairness::Plain,
+    };
+    let token = connect::with_client!(global, until wait.deadline(), client => {
+        let mutex = client.mutex(name)?.with_lease(lease).with_fairness(fairness);
+        run::take(&mutex, wait).await?.detach()?
+    });
+    if !args.json {
+        println!("{token}");
+        return Ok(0);
+    }
+    output::json(&Acquired {
+        name,
+        token: token.to_string(),
+        fence: token.fence(),
+        ttl_ms: output::millis(args.take.ttl),
+    })?;
+    Ok(0)
+}
+
+/// `extend NAME --token T`: resets the hold's lease to `--ttl` from now.
+pub async fn extend(global: &Global, args: ExtendArgs) -> Result<u8, Failure> {
+    let name = args.name.as_str();
+    connect::check_name(global, name)?;
+    let token = parse(&args.token)?;
+    connect::with_client!(global, client => {
+        client.mutex(name)?.extend_held(&token, args.ttl).await.map_err(|e| lost(name, e))?
+    });
+    Ok(0)
+}
+
+/// `release NAME --token T`: frees the hold, handing the lock to the next waiter.
+pub async fn release(global: &Global, args: &ReleaseArgs, token: &str) -> Result<u8, Failure> {
+    let name = args.name.as_str();
+    if args.kind.is_some() {
+        return Err(Failure::usage(
+            "--kind goes with --force; a hold token releases the lock it was printed for"
+                .to_owned(),
+        ));
+    }
+    connect::check_name(global, name)?;
+    let token = parse(token)?;
+    let released = connect::with_client!(global, client => {
+        client.mutex(name)?.release_held(&token).await?
+    });
+    match released {
+        true => Ok(0),
+        false => Err(lost(
+            name,
+            Error::LeaseLost {
+                key: name.to_owned(),
+            },
+        )),
+    }
+}
+
+fn parse(token: &str) -> Result<HoldToken, Failure> {
+    token
+        .parse()
+        .map_err(|e: Error| Failure::usage(e.to_string()))
+}
+
+/// A hold that is gone, said for an operator: the work done under it may overlap
+/// the next holder's.
+fn lost(name: &str, error: Error) -> Failure {
+    match error {
+        Error::LeaseLost { .. } => Failure::software(format!(
+            "lock {name:?} is no longer held by this token (its lease ended, or it was broken): \
+             work done under it may overlap the next holder's"
+        )),
+        other => other.into(),
+    }
+}

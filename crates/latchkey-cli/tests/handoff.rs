@@ -1,0 +1,129 @@
+//! `latchkey acquire`, `extend` and `release --token`: a hold that outlives one
+//! command, through the built binary.
+
+mod common;
+
+use std::process::Output;
+
+use latchkey_testkit::RedisServer;
+
+fn run(server: &RedisServer, args: &[&str]) -> Output {
+    common::latchkey(&server.url(), args).output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).trim().to_owned()
+}
+
+#[test]
+fn a_script_takes_extends_and_releases_a_lock_across_commands() {
+    let server = RedisServer::start().unwrap();
+    let acquired = run(&server, &["acquire", "deploy", "--ttl", "2s"]);
+    assert_eq!(
+        acquired.status.code(),
+        Some(0),
+        "{}",
+        text(&acquired.stderr)
+    );
+    let token = text(&acquired.stdout);
+    assert!(token.contains(":lk@"), "{token}");
+    assert!(
+        acquired.stderr.is_empty(),
+        "nothing but the token: {}",
+        text(&acquired.stderr)
+    );
+
+    // Held after the command exited: others are refused; status says so.
+    assert_eq!(
+        run(&server, &["acquire", "deploy", "--no-wait"])
+            .status
+            .code(),
+        Some(75)
+    );
+    assert_eq!(run(&server, &["status", "deploy"]).status.code(), Some(0));
+
+    let extended = run(
+        &server,
+        &["extend", "deploy", "--token", &token, "--ttl", "1m"],
+    );
+    assert_eq!(
+        extended.status.code(),
+        Some(0),
+        "{}",
+        text(&extended.stderr)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    assert_eq!(
+        run(&server, &["status", "deploy"]).status.code(),
+        Some(0),
+        "extended"
+    );
+
+    // The token from the environment (kept out of `ps`).
+    let released = common::latchkey(&server.url(), &["release", "deploy"])
+        .env("LATCHKEY_TOKEN", &token)
+        .output()
+        .unwrap();
+    assert_eq!(
+        released.status.code(),
+        Some(0),
+        "{}",
+        text(&released.stderr)
+    );
+    assert_eq!(
+        run(&server, &["status", "deploy"]).status.code(),
+        Some(1),
+        "free"
+    );
+
+    // Spent: a second release or extend says the hold is gone, exit 70.
+    for args in [
+        &["release", "deploy", "--token", &token][..],
+        &["extend", "deploy", "--token", &token],
+    ] {
+        let again = run(&server, args);
+        let said = text(&again.stderr);
+        assert_eq!(again.status.code(), Some(70), "{args:?}: {said}");
+        assert!(said.contains("no longer held by this token"), "{said}");
+        assert!(
+            !said.contains(&token[..32]),
+            "never echoes the token: {said}"
+        );
+    }
+}
+
+#[test]
+fn bad_tokens_and_mixed_flags_are_usage_errors() {
+    let server = RedisServer::start().unwrap();
+    let json = run(&server, &["acquire", "job", "--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value["name"], "job");
+    assert!(value["fence"].as_u64().unwrap() > 0);
+    let token = value["token"].as_str().unwrap().to_owned();
+    for args in [
+        &["release", "job", "--token", "garbage"][..],
+        &["extend", "job", "--token", "abc@1"],
+        &["release", "job", "--token", &token, "--kind", "semaphore"],
+        &["release", "job"],
+    ] {
+        let refused = run(&server, args);
+        assert_eq!(
+            refused.status.code(),
+            Some(64),
+            "{args:?}: {}",
+            text(&refused.stderr)
+        );
+        assert_eq!(
+            text(&refused.stderr).lines().count(),
+            1,
+            "{}",
+            text(&refused.stderr)
+        );
+    }
+    assert_eq!(
+        run(&server, &["release", "job", "--token", &token])
+            .status
+            .code(),
+        Some(0)
+    );
+}
