@@ -2,11 +2,12 @@
 //! built binary against real servers.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
+use common::{Running, SpawnRunning};
 use common::{latchkey_ok, readme_acl_line};
 use latchkey_testkit::RedisServer;
 use nix::sys::signal::{Signal, kill};
@@ -33,20 +34,19 @@ fn stderr(output: &Output) -> String {
 }
 
 /// Starts `latchkey run NAME -- sh -c SCRIPT` in the background.
-fn run_in_background(server: &RedisServer, extra: &[&str], script: &str) -> Child {
+fn run_in_background(server: &RedisServer, extra: &[&str], script: &str) -> Running {
     latchkey(server)
         .arg("run")
         .args(extra)
         .args(["--", "sh", "-c", script])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .spawn_running()
 }
 
 /// Starts `latchkey run ARGS -- sleep 30` and returns once the command runs, so the
 /// lock is held.
-fn hold_in_background(server: &RedisServer, args: &[&str]) -> Child {
+fn hold_in_background(server: &RedisServer, args: &[&str]) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let ready = dir.path().join("ready");
     let holder = run_in_background(
@@ -578,8 +578,7 @@ fn every_command_works_for_a_user_made_by_the_readme_acl_line() {
         .env("LATCHKEY_REDIS", &url)
         .env("LATCHKEY_PREFIX", "myapp:")
         .args(["run", "job", "--", "sleep", "1"])
-        .spawn()
-        .unwrap();
+        .spawn_running();
     wait_until_held(&server, "myapp:job");
     as_user(&["run", "job", "--fair", "--wait", "10s", "--", "true"]);
     as_user(&["run", "{tagged}job", "--", "true"]);
@@ -688,8 +687,7 @@ fn a_user_missing_a_command_gets_exit_69_naming_the_rules() {
         .env("LATCHKEY_REDIS", server.url_as(&user, &password))
         .env("LATCHKEY_PREFIX", "myapp:")
         .args(["run", "job", "--", "sleep", "1"])
-        .spawn()
-        .unwrap();
+        .spawn_running();
     wait_until_held(&server, "myapp:job");
     // Queueing calls ZADD inside the script.
     let waiter = Command::new(env!("CARGO_BIN_EXE_latchkey"))
@@ -721,7 +719,7 @@ fn wait_until_held(server: &RedisServer, key: &str) {
     }
 }
 
-fn wait_for_exit(mut child: Child) {
+fn wait_for_exit(mut child: Running) {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
 }

@@ -2,11 +2,12 @@
 //! (`--sentinel MASTER`), with `--wait-replicas` and on a quorum of masters
 //! (several `--redis`), through the built binary against real servers.
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
+use common::{Running, SpawnRunning};
 use common::{latchkey_ok, readme_acl_line};
 use latchkey_testkit::{RedisCluster, RedisServer, Sentinels};
 
@@ -21,7 +22,7 @@ fn latchkey(urls: &[String], args: &[&str]) -> Output {
 }
 
 /// Starts `latchkey run NAME -- sleep 30` with `mode` and returns once it holds.
-fn hold(urls: &[String], mode: &[&str], name: &str) -> Child {
+fn hold(urls: &[String], mode: &[&str], name: &str) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let ready = dir.path().join("ready");
     let script = format!("touch {}; exec sleep 30", ready.display());
@@ -32,8 +33,7 @@ fn hold(urls: &[String], mode: &[&str], name: &str) -> Child {
         .args(["run", name, "--", "sh", "-c", &script])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .spawn_running();
     let started = Instant::now();
     while !ready.exists() {
         assert!(
@@ -67,7 +67,7 @@ fn every_command(urls: &[String], mode: &[&str], names: &[&str]) {
         assert_eq!(ran.status.code(), Some(0), "{}", stderr(&ran));
         assert!(stdout(&ran).contains("fence="), "{}", stdout(&ran));
     }
-    let mut holders: Vec<Child> = names.iter().map(|name| hold(urls, mode, name)).collect();
+    let mut holders: Vec<Running> = names.iter().map(|name| hold(urls, mode, name)).collect();
     let status = with(&["status", names[0], "--json"]);
     assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
     assert_eq!(json(&status)["held"], true, "{}", stdout(&status));

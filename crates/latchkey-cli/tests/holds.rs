@@ -3,16 +3,19 @@
 //! lands through a connection reset. Each test is the regression test of one defect
 //! of issue "Holds that end cleanly", through the built binary.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{Running, SpawnRunning};
 use latchkey_testkit::RedisServer;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 /// `latchkey run ARGS -- sh -c SCRIPT` against `server`, in the background.
-fn run(server: &RedisServer, args: &[&str], script: &str) -> Child {
+fn run(server: &RedisServer, args: &[&str], script: &str) -> Running {
     Command::new(env!("CARGO_BIN_EXE_latchkey"))
         .env("LATCHKEY_REDIS", server.url())
         .env_remove("LATCHKEY_PREFIX")
@@ -21,8 +24,7 @@ fn run(server: &RedisServer, args: &[&str], script: &str) -> Child {
         .args(["--", "sh", "-c", script])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .spawn_running()
 }
 
 /// A command that starts a grandchild (`sleep 60` in the background), writes its
@@ -298,8 +300,7 @@ fn a_run_started_while_redis_is_down_waits_for_it_within_wait() {
         .args(["run", "job", "--wait", "20s", "--", "touch"])
         .arg(&ran)
         .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_running();
     std::thread::sleep(Duration::from_millis(800));
     let mut server = Command::new("redis-server")
         .args([
@@ -311,8 +312,7 @@ fn a_run_started_while_redis_is_down_waits_for_it_within_wait() {
             "no",
         ])
         .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+        .spawn_running();
     let output = latchkey.wait_with_output().unwrap();
     let _ = server.kill();
     let _ = server.wait();

@@ -1,8 +1,11 @@
 //! Issue "A newcomer's second hour", through the built binary: messages written for
 //! an operator (no library internals), scripts without `#!`, bad data as bad data.
 
+mod common;
+
 use std::process::{Command, Output};
 
+use common::SpawnRunning;
 use latchkey_testkit::RedisServer;
 
 fn latchkey(redis: &str, args: &[&str]) -> Output {
@@ -142,8 +145,7 @@ fn a_semaphore_caller_with_another_count_is_refused() {
             "-c",
             &script,
         ])
-        .spawn()
-        .unwrap();
+        .spawn_running();
     while !ready.exists() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
@@ -203,8 +205,7 @@ fn list_shows_latchkey_locks_and_other_keys_only_when_asked() {
     let mut holder = Command::new(env!("CARGO_BIN_EXE_latchkey"))
         .env("LATCHKEY_REDIS", server.url())
         .args(["run", "nightly", "--", "sh", "-c", &script])
-        .spawn()
-        .unwrap();
+        .spawn_running();
     while !ready.exists() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

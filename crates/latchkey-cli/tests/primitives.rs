@@ -1,10 +1,13 @@
 //! `latchkey sem run` and `latchkey rw run`, and `status`, `list` and `release
 //! --force` on every primitive: end to end through the built binary.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{Running, SpawnRunning};
 use latchkey_testkit::RedisServer;
 
 fn latchkey(server: &RedisServer, args: &[&str]) -> Command {
@@ -20,27 +23,14 @@ fn output(server: &RedisServer, args: &[&str]) -> Output {
     latchkey(server, args).output().unwrap()
 }
 
-/// A running `latchkey`, killed (and with it its command) when dropped, so a
-/// failing test leaves no process behind.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `latchkey ARGS -- sh -c 'touch READY; sleep 30'` without waiting for it.
 fn start(server: &RedisServer, args: &[&str], ready: &Path) -> Running {
     let script = format!("touch {}; exec sleep 30", ready.display());
-    let child = latchkey(server, args)
+    latchkey(server, args)
         .args(["--", "sh", "-c", &script])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    Running(child)
+        .spawn_running()
 }
 
 /// Starts `latchkey ARGS -- sh -c 'touch READY; sleep 30'` and returns once the
@@ -158,7 +148,7 @@ fn status_list_and_release_see_a_semaphore_its_holders_and_waiters() {
         "{said}"
     );
     wait_for(&waiter_ready);
-    let lost = holder.0.wait().unwrap();
+    let lost = holder.wait().unwrap();
     assert_eq!(lost.code(), Some(70), "the broken holder's lease is lost");
 }
 

@@ -48,3 +48,50 @@ pub fn latchkey(redis: &str, args: &[&str]) -> std::process::Command {
         .args(args);
     command
 }
+
+/// A process a test started, killed (and reaped) when dropped: a test that fails
+/// leaves nothing running. `latchkey run` passes the kill on to its command (its
+/// command dies with it, see the README).
+pub struct Running(Option<std::process::Child>);
+
+impl Running {
+    /// Waits for the process to exit and collects its output.
+    pub fn wait_with_output(mut self) -> std::io::Result<std::process::Output> {
+        let child = self.0.take().expect("a running process until waited for");
+        child.wait_with_output()
+    }
+}
+
+impl std::ops::Deref for Running {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref().expect("a running process until waited for")
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.0.as_mut().expect("a running process until waited for")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `Command::spawn` for tests: the process is stopped when the test ends.
+pub trait SpawnRunning {
+    /// Spawns the command; panics if it cannot start.
+    fn spawn_running(&mut self) -> Running;
+}
+
+impl SpawnRunning for std::process::Command {
+    fn spawn_running(&mut self) -> Running {
+        Running(Some(self.spawn().expect("the process starts")))
+    }
+}
