@@ -53,7 +53,10 @@ pub async fn extend(global: &Global, args: ExtendArgs) -> Result<u8, Failure> {
     connect::check_name(global, name)?;
     let token = parse(&args.token)?;
     connect::with_client!(global, client => {
-        client.mutex(name)?.extend_held(&token, args.ttl).await.map_err(|e| lost(name, e))?
+        client.mutex(name)?.extend_held(&token, args.ttl).await.map_err(|error| match error {
+            Error::LeaseLost { .. } => lost(name),
+            other => other.into(),
+        })?
     });
     Ok(0)
 }
@@ -74,12 +77,7 @@ pub async fn release(global: &Global, args: &ReleaseArgs, token: &str) -> Result
     });
     match released {
         true => Ok(0),
-        false => Err(lost(
-            name,
-            Error::LeaseLost {
-                key: name.to_owned(),
-            },
-        )),
+        false => Err(lost(name)),
     }
 }
 
@@ -91,12 +89,9 @@ fn parse(token: &str) -> Result<HoldToken, Failure> {
 
 /// A hold that is gone, said for an operator: the work done under it may overlap
 /// the next holder's.
-fn lost(name: &str, error: Error) -> Failure {
-    match error {
-        Error::LeaseLost { .. } => Failure::software(format!(
-            "lock {name:?} is no longer held by this token (its lease ended, or it was broken): \
-             work done under it may overlap the next holder's"
-        )),
-        other => other.into(),
-    }
+fn lost(name: &str) -> Failure {
+    Failure::software(format!(
+        "lock {name:?} is no longer held by this token (its lease ended, or it was broken): \
+         work done under it may overlap the next holder's"
+    ))
 }

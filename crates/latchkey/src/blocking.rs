@@ -677,9 +677,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
         let guard = self.lock()?;
         let value = work(&guard);
         if guard.is_lost() || !guard.release()? {
-            return Err(Error::LeaseLost {
-                key: self.key().to_string(),
-            });
+            return Err(Error::lease_lost(self.key()));
         }
         Ok(value)
     }

@@ -102,9 +102,13 @@ pub enum Error {
     /// The lock is no longer ours: its lease expired (and it may have been taken by
     /// someone else) or an operator broke it. Whatever the critical section still
     /// does is no longer protected; use the fencing token to make late writes harmless.
-    #[error("lock {key:?} is no longer held by this owner: its lease expired or it was broken")]
+    #[error("{kind} {name:?} is no longer held by this owner: its lease expired or it was broken")]
     LeaseLost {
-        /// The Redis key of the lock.
+        /// What was held: a lock, or a semaphore's or read-write lock's permits.
+        kind: crate::Kind,
+        /// Its name, prefix included, as it was made.
+        name: String,
+        /// The Redis key of the lock (of a semaphore's or read-write lock's holders).
         key: String,
     },
 
@@ -516,6 +520,15 @@ fn is_auth_refusal(err: &RedisError, text: &str) -> bool {
 
 /// Who holds the lock and for how long, as far as the last attempt saw.
 impl Error {
+    /// [`Error::LeaseLost`] for what `key` belongs to.
+    pub(crate) fn lease_lost(key: &crate::LockKey) -> Self {
+        Error::LeaseLost {
+            kind: key.kind(),
+            name: key.name().to_owned(),
+            key: key.to_string(),
+        }
+    }
+
     /// [`Error::Busy`] for what `key` belongs to, its holder masked.
     pub(crate) fn busy(
         key: &crate::LockKey,

@@ -153,7 +153,7 @@ async fn a_holder_whose_lease_expired_cannot_release_or_extend_the_next_holders_
         .unwrap();
     assert!(next.fence() > stale.fence());
     match stale.extend(Duration::from_secs(60)).await {
-        Err(Error::LeaseLost { key }) => assert_eq!(key, "expired"),
+        Err(Error::LeaseLost { key, .. }) => assert_eq!(key, "expired"),
         other => panic!("expected LeaseLost, got {other:?}"),
     }
     assert!(!stale.release().await.unwrap());

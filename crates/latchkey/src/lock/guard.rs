@@ -325,9 +325,7 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
         let hold = &self.held.hold;
         if !hold.store.extend(&hold.key, &hold.owner, ttl).await? {
             self.held.lease.lose();
-            return Err(Error::LeaseLost {
-                key: hold.key.to_string(),
-            });
+            return Err(Error::lease_lost(&hold.key));
         }
         self.held.lease.renewed(ttl, sent);
         Ok(())

@@ -329,10 +329,9 @@ impl<S: Pass + WakeUps> Mutex<S> {
                 () = lost => None,
             }
         };
-        let key = self.key.to_string();
         match outcome {
             Some(value) if guard.release().await? => Ok(value),
-            _ => Err(Error::LeaseLost { key }),
+            _ => Err(Error::lease_lost(&self.key)),
         }
     }
 
@@ -449,9 +448,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
         if self.store.extend(&self.key, token.owner(), ttl).await? {
             return Ok(());
         }
-        Err(Error::LeaseLost {
-            key: self.key.to_string(),
-        })
+        Err(Error::lease_lost(&self.key))
     }
 
     async fn acquire(&self, deadline: Option<Instant>) -> Result<MutexGuard<S>> {

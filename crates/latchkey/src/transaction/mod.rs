@@ -313,6 +313,8 @@ impl Transaction {
         match holder.as_deref() == Some(held.owner.as_str()) {
             true => Ok(()),
             false => Err(Error::LeaseLost {
+                kind: crate::Kind::Lock,
+                name: held.key.clone(),
                 key: held.key.clone(),
             }),
         }
