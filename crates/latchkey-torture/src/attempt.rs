@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use latchkey::semaphore::PermitStore;
 use latchkey::store::{Pass, WakeUps};
-use latchkey::{Error, Mutex, MutexGuard};
+use latchkey::{Error, Mutex, MutexGuard, Semaphore};
 use rand::Rng;
 use rand::rngs::StdRng;
 
@@ -13,6 +14,49 @@ use crate::record::{Mode, Outcome, now_us};
 /// The wait of an acquisition whose release is aborted, as before this harness
 /// cancelled anything.
 const PLAIN_WAIT: Duration = Duration::from_secs(2);
+
+/// What an attempt asks for: a lock, or permits of a semaphore. Its guard is a
+/// `MutexGuard<S>` either way.
+pub trait Acquire<S: Pass + WakeUps>: Clone + Send + Sync + 'static {
+    fn lock(&self) -> impl Future<Output = latchkey::Result<MutexGuard<S>>> + Send;
+    fn lock_timeout(
+        &self,
+        wait: Duration,
+    ) -> impl Future<Output = latchkey::Result<MutexGuard<S>>> + Send;
+}
+
+impl<S: Pass + WakeUps> Acquire<S> for Mutex<S> {
+    fn lock(&self) -> impl Future<Output = latchkey::Result<MutexGuard<S>>> + Send {
+        Mutex::lock(self)
+    }
+
+    fn lock_timeout(
+        &self,
+        wait: Duration,
+    ) -> impl Future<Output = latchkey::Result<MutexGuard<S>>> + Send {
+        Mutex::lock_timeout(self, wait)
+    }
+}
+
+/// `weight` permits of a semaphore.
+#[derive(Clone)]
+pub struct Permits {
+    pub semaphore: Semaphore,
+    pub weight: u64,
+}
+
+impl Acquire<PermitStore> for Permits {
+    fn lock(&self) -> impl Future<Output = latchkey::Result<MutexGuard<PermitStore>>> + Send {
+        self.semaphore.acquire(self.weight)
+    }
+
+    fn lock_timeout(
+        &self,
+        wait: Duration,
+    ) -> impl Future<Output = latchkey::Result<MutexGuard<PermitStore>>> + Send {
+        self.semaphore.acquire_timeout(self.weight, wait)
+    }
+}
 
 /// What an attempt asked and got.
 pub struct Attempted<S: Pass + WakeUps> {
@@ -34,7 +78,7 @@ impl<S: Pass + WakeUps> Attempted<S> {
 }
 
 /// Asks for `mutex` in a random mode.
-pub async fn attempt<S: Pass + WakeUps>(mutex: &Mutex<S>, rng: &mut StdRng) -> Attempted<S> {
+pub async fn attempt<S: Pass + WakeUps>(mutex: &impl Acquire<S>, rng: &mut StdRng) -> Attempted<S> {
     let mode = [
         Mode::Timeout,
         Mode::Select,
@@ -76,7 +120,7 @@ pub async fn attempt<S: Pass + WakeUps>(mutex: &Mutex<S>, rng: &mut StdRng) -> A
 }
 
 async fn timed<S: Pass + WakeUps>(
-    mutex: &Mutex<S>,
+    mutex: &impl Acquire<S>,
     wait: Duration,
 ) -> Result<(MutexGuard<S>, u64), Outcome> {
     outcome(mutex.lock_timeout(wait).await)
@@ -84,7 +128,7 @@ async fn timed<S: Pass + WakeUps>(
 
 /// `lock()` in its own task, aborted `after` (unless it won first).
 async fn aborted<S: Pass + WakeUps>(
-    mutex: &Mutex<S>,
+    mutex: &impl Acquire<S>,
     after: Duration,
 ) -> Result<(MutexGuard<S>, u64), Outcome> {
     let mutex = mutex.clone();
@@ -146,7 +190,7 @@ pub async fn release_aborted<S: Pass + WakeUps>(
 /// aborted task.
 pub async fn release_to_aborted_waiter<S: Pass + WakeUps>(
     guard: MutexGuard<S>,
-    mutex: &Mutex<S>,
+    mutex: &impl Acquire<S>,
     rng: &mut StdRng,
 ) -> Option<bool> {
     let waiter = {

@@ -10,6 +10,7 @@ use nix::unistd::Pid;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::Workload;
 use crate::lock_cluster::ClusterServers;
 use crate::lock_quorum::QuorumServers;
 use crate::lock_servers::LockServers;
@@ -189,7 +190,7 @@ pub struct FaultWindow {
 /// Injects `fault` and waits until it is over.
 pub async fn inject(
     fault: Fault,
-    ttl: Duration,
+    (ttl, workload): (Duration, Workload),
     servers: &mut Servers,
     workers: &mut Workers,
     locks: &[String],
@@ -201,7 +202,7 @@ pub async fn inject(
     match (fault, servers) {
         (Fault::ForceRelease, servers) => {
             let lock = &locks[rng.random_range(0..locks.len())];
-            broke = force_release(&servers.url(), lock).await;
+            broke = force_release(&servers.url(), lock, workload).await;
         }
         (Fault::KillWorker, _) => worker = Some(workers.kill_one(rng).await),
         (Fault::PauseWorker, _) => worker = Some(pause_worker(ttl, workers, rng).await),
@@ -222,7 +223,7 @@ pub async fn inject(
 /// owner token of the hold it broke. A lock that is free, or changed hands under
 /// every try, or a server that does not answer: then the fault did nothing, which
 /// is no failure of the run.
-async fn force_release(url: &str, lock: &str) -> Option<String> {
+async fn force_release(url: &str, lock: &str, workload: Workload) -> Option<String> {
     let broken = match url.strip_prefix("quorum:") {
         Some(masters) => {
             let masters: Vec<&str> = masters.split(',').collect();
@@ -238,9 +239,15 @@ async fn force_release(url: &str, lock: &str) -> Option<String> {
                 }
                 None => latchkey::Client::open(url).await,
             };
-            match client {
-                Ok(client) => break_lock(&client, lock).await,
-                Err(error) => Err(error),
+            match (client, workload) {
+                (Ok(client), Workload::Mutex) => break_lock(&client, lock).await,
+                // Every permit: their holders learn it at their next renewal. The
+                // checkers that use the token read lock keys, which a semaphore has not.
+                (Ok(client), Workload::Semaphore) => client
+                    .force_release(lock, latchkey::Kind::Semaphore)
+                    .await
+                    .map(|_| None),
+                (Err(error), _) => Err(error),
             }
         }
     };

@@ -28,6 +28,12 @@ pub struct RunFacts {
     /// request delayed past its release sets nothing there.
     #[serde(default)]
     pub quorum: bool,
+    /// What the tasks contended for.
+    #[serde(default)]
+    pub workload: crate::Workload,
+    /// The permits of each semaphore (semaphore workload); a lock has 1.
+    #[serde(default)]
+    pub capacity: BTreeMap<String, u64>,
     pub locks: Vec<String>,
     /// The quiet phase after the faults (wall µs).
     pub quiet: (u64, u64),
@@ -39,6 +45,11 @@ pub struct RunFacts {
 }
 
 impl RunFacts {
+    /// How many permits `lock` has: its semaphore's, or 1 for a lock.
+    pub fn capacity(&self, lock: &str) -> u64 {
+        self.capacity.get(lock).copied().unwrap_or(1)
+    }
+
     pub fn save(&self, dir: &Path) -> std::io::Result<()> {
         let json = serde_json::to_vec(self).map_err(std::io::Error::other)?;
         std::fs::write(dir.join(RUN_FILE), json)
@@ -68,6 +79,8 @@ pub struct Hold {
     pub acquired_us: u64,
     /// The lease it asked for.
     pub ttl_us: u64,
+    /// Permits it held (1 for a lock).
+    pub weight: u64,
     /// `None`: its process was killed before it logged the end.
     pub end: Option<HoldEnd>,
     /// When its process was killed, if it was.
@@ -161,6 +174,7 @@ impl History {
                 attempt_start_us,
                 at_us,
                 ttl_us,
+                weight,
             } => {
                 let ttl_us = match ttl_us {
                     0 => self.facts.ttl_us,
@@ -176,6 +190,7 @@ impl History {
                         attempt_start_us,
                         acquired_us: at_us,
                         ttl_us,
+                        weight,
                         end: None,
                         killed_us,
                     },

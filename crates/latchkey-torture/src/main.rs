@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use latchkey_testkit::RedisServer;
 use rand::{Rng, SeedableRng};
 
@@ -101,6 +101,24 @@ pub struct RunArgs {
     /// to one of them.
     #[arg(long, value_name = "N", value_parser = quorum_size)]
     quorum: Option<usize>,
+    /// What the tasks contend for: locks, or weighted permits of semaphores (one
+    /// Redis deployment: not with --quorum).
+    #[arg(long, value_enum, default_value_t = Workload::Mutex, conflicts_with = "quorum")]
+    workload: Workload,
+}
+
+/// What the workers' tasks contend for.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Workload {
+    /// Locks (`Mutex`), each with a fenced write in its critical section.
+    #[default]
+    Mutex,
+    /// Semaphores of 3, 1 and 8 permits (by lock index), each acquisition of a
+    /// random weight; a fenced write only under the one-permit semaphore.
+    Semaphore,
 }
 
 fn quorum_size(text: &str) -> Result<usize, String> {
@@ -134,6 +152,8 @@ pub struct WorkerArgs {
     ttl: Duration,
     #[arg(long)]
     log: PathBuf,
+    #[arg(long, value_enum, default_value_t = Workload::Mutex)]
+    workload: Workload,
 }
 
 fn main() -> ExitCode {
@@ -186,7 +206,7 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
         progress.set_message(format!("{fault:?}"));
         let window = faults::inject(
             fault,
-            args.ttl,
+            (args.ttl, args.workload),
             &mut servers,
             &mut workers,
             &locks,
@@ -210,6 +230,13 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
         ttl_us: micros(args.ttl),
         waiter_lease_us: micros(worker::WAITER_LEASE),
         quorum: args.quorum.is_some(),
+        workload: args.workload,
+        capacity: match args.workload {
+            Workload::Mutex => Default::default(),
+            Workload::Semaphore => (0..locks.len())
+                .map(|l| (locks[l].clone(), worker::permits(l)))
+                .collect(),
+        },
         quiet,
         faults,
         incarnations: workers.incarnations().to_vec(),

@@ -33,6 +33,9 @@ pub enum Record {
         /// The lease it asked for (0 in logs from before it was logged: the run's).
         #[serde(default)]
         ttl_us: u64,
+        /// Permits taken (1 for a lock).
+        #[serde(default = "one")]
+        weight: u64,
     },
     /// The critical section ended and the guard was released.
     Ended {
@@ -130,4 +133,9 @@ pub fn wall_us(instant: Instant) -> u64 {
 /// A duration in µs, saturating.
 pub fn micros(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The weight of a lock's acquisition, in logs from before weights were logged.
+fn one() -> u64 {
+    1
 }

@@ -11,6 +11,9 @@ use crate::history::RunFacts;
 #[derive(Serialize)]
 struct Report<'a> {
     seed: u64,
+    workload: crate::Workload,
+    /// The permits of each semaphore (semaphore workload).
+    capacity: &'a BTreeMap<String, u64>,
     duration_s: u64,
     quiet_s: f64,
     faults: BTreeMap<Fault, usize>,
@@ -24,6 +27,8 @@ pub fn print(facts: &RunFacts, verdict: &Verdict, json: bool) {
     }
     let report = Report {
         seed: facts.seed,
+        workload: facts.workload,
+        capacity: &facts.capacity,
         duration_s: facts.duration_s,
         quiet_s: verdict.liveness.quiet_ms / 1000.0,
         faults,
@@ -38,9 +43,13 @@ pub fn print(facts: &RunFacts, verdict: &Verdict, json: bool) {
 fn print_text(report: &Report) {
     let v = report.verdict;
     println!(
-        "ran {} s ({:.1} s quiet at the end) with seed {}",
-        report.duration_s, report.quiet_s, report.seed
+        "ran {} s ({:.1} s quiet at the end) with seed {}, workload {:?}",
+        report.duration_s, report.quiet_s, report.seed, report.workload
     );
+    if !report.capacity.is_empty() {
+        println!("permits: {}", list(report.capacity));
+        println!("orphan holds: not sampled for semaphores (the sampler reads lock keys)");
+    }
     println!("faults: {}", list(&report.faults));
     for (mode, outcomes) in &v.attempts {
         println!("attempts {mode:?}: {}", list(outcomes));

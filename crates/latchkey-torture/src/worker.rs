@@ -6,15 +6,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use latchkey::store::{Pass, WakeUps};
+use latchkey::store::{Pass, RedisStore, WakeUps};
 use latchkey::{Client, Lease, Mutex, MutexGuard, Ttl};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
 
-use crate::WorkerArgs;
-use crate::attempt::{attempt, release_aborted, release_to_aborted_waiter};
+use crate::attempt::{Acquire, Permits, attempt, release_aborted, release_to_aborted_waiter};
 use crate::record::{HoldEnd, Holder, Mode, Outcome, Record, now_us, wall_us};
+use crate::{WorkerArgs, Workload};
 
 /// Share of acquisitions that take a fixed lease and then outlive it, as a process
 /// stalled by a long GC pause would.
@@ -44,12 +44,21 @@ struct Shared<S> {
     args: WorkerArgs,
 }
 
+/// The permits of the semaphore of lock index `lock` in the semaphore workload:
+/// one of each kind (a few, one, many) with the default three.
+pub fn permits(lock: usize) -> u64 {
+    [3, 1, 8][lock % 3]
+}
+
+/// What a task asks for on lock index `lock`, and the weight it takes.
+type Target<S, A> = fn(&Shared<S>, usize, Held, &mut StdRng) -> Option<(A, u64)>;
+
 pub async fn run(args: WorkerArgs) {
     let url = args.lock_url.clone();
     if let Some(masters) = url.strip_prefix("quorum:") {
         let masters: Vec<&str> = masters.split(',').collect();
         let client = connect(|| Client::open_quorum(&masters)).await;
-        return run_with(client, args).await;
+        return run_with(client, args, lock).await;
     }
     let client = connect(|| async {
         match url.strip_prefix("cluster:") {
@@ -58,10 +67,49 @@ pub async fn run(args: WorkerArgs) {
         }
     })
     .await;
-    run_with(client, args).await
+    match args.workload {
+        Workload::Mutex => run_with(client, args, lock).await,
+        Workload::Semaphore => run_with(client, args, permits_of).await,
+    }
 }
 
-async fn run_with<S: Pass + WakeUps>(client: Client<S>, args: WorkerArgs) {
+/// The lock `torture:{l}`, as `held` wants it.
+fn lock<S: Pass + WakeUps>(
+    shared: &Shared<S>,
+    l: usize,
+    held: Held,
+    _: &mut StdRng,
+) -> Option<(Mutex<S>, u64)> {
+    Some((mutex(shared, &format!("torture:{l}"), held)?, 1))
+}
+
+/// Permits of the semaphore `torture:{l}`: mostly one or two, sometimes all.
+fn permits_of(
+    shared: &Shared<RedisStore>,
+    l: usize,
+    held: Held,
+    rng: &mut StdRng,
+) -> Option<(Permits, u64)> {
+    let permits = permits(l);
+    let weight = match rng.random_bool(0.1) {
+        true => permits,
+        false => rng.random_range(1..=permits.min(2)),
+    };
+    let semaphore = shared
+        .client
+        .semaphore(&format!("torture:{l}"), permits)
+        .ok()?
+        .with_lease(lease(shared, held)?)
+        .with_waiter_lease(Ttl::new(WAITER_LEASE).ok()?);
+    Some((Permits { semaphore, weight }, weight))
+}
+
+async fn run_with<S, G, A>(client: Client<S>, args: WorkerArgs, target: Target<S, A>)
+where
+    S: Pass + WakeUps,
+    G: Pass + WakeUps,
+    A: Acquire<G>,
+{
     let shared = Shared {
         client,
         resource: redis::Client::open(args.resource_url.as_str())
@@ -87,7 +135,7 @@ async fn run_with<S: Pass + WakeUps>(client: Client<S>, args: WorkerArgs) {
                 task,
                 seq: 0,
             };
-            tokio::spawn(task_loop(shared.clone(), holder))
+            tokio::spawn(task_loop(shared.clone(), holder, target))
         })
         .collect();
     // SIGTERM: finish the sections under way, log them, exit.
@@ -116,20 +164,26 @@ where
     }
 }
 
-async fn task_loop<S: Pass + WakeUps>(mut shared: Shared<S>, mut holder: Holder) {
+async fn task_loop<S, G, A>(mut shared: Shared<S>, mut holder: Holder, target: Target<S, A>)
+where
+    S: Pass + WakeUps,
+    G: Pass + WakeUps,
+    A: Acquire<G>,
+{
     let seed = (shared.args.seed ^ (holder.worker as u64) << 32)
         ^ ((holder.incarnation as u64) << 16)
         ^ holder.task as u64;
     let mut rng = StdRng::seed_from_u64(seed);
     while !shared.stopping.load(Ordering::Relaxed) {
         holder.seq += 1;
-        let lock = format!("torture:{}", rng.random_range(0..shared.args.locks));
+        let l = rng.random_range(0..shared.args.locks);
+        let lock = format!("torture:{l}");
         let lease = match (rng.random_bool(OUTLIVE_SHARE), rng.random_bool(LONG_SHARE)) {
             (true, _) => Held::Outlived,
             (false, true) => Held::Long,
             (false, false) => Held::Short,
         };
-        let Some(mutex) = mutex(&shared, &lock, lease) else {
+        let Some((mutex, weight)) = target(&shared, l, lease, &mut rng) else {
             return;
         };
         let start_us = now_us();
@@ -159,6 +213,13 @@ async fn task_loop<S: Pass + WakeUps>(mut shared: Shared<S>, mut holder: Holder)
             attempt_start_us: start_us,
             acquired_us: attempted.end_us,
             ttl: lease.ttl(shared.args.ttl),
+            weight,
+            // Concurrent holders of a semaphore write in any order: only a holder
+            // alone can be fenced.
+            fenced: match shared.args.workload {
+                Workload::Mutex => true,
+                Workload::Semaphore => permits(l) == 1,
+            },
             hold: match lease {
                 Held::Outlived => shared.args.ttl * 2,
                 // A renewal is due (or in flight) just as the release goes out.
@@ -174,7 +235,7 @@ async fn task_loop<S: Pass + WakeUps>(mut shared: Shared<S>, mut holder: Holder)
 
 /// The lease an acquisition asks for.
 #[derive(Clone, Copy)]
-enum Held {
+pub enum Held {
     /// Renewed, the run's `--ttl`.
     Short,
     /// Renewed, [`LONG_TTL`].
@@ -195,17 +256,22 @@ impl Held {
 /// The lock as this acquisition wants it: renewed, or a fixed lease it will outlive.
 fn mutex<S: Pass + WakeUps>(shared: &Shared<S>, lock: &str, held: Held) -> Option<Mutex<S>> {
     let mutex = shared.client.mutex(lock).ok()?;
-    let ttl = held.ttl(shared.args.ttl);
-    let lease = match held {
-        Held::Outlived => Lease::fixed(ttl),
-        Held::Short | Held::Long => Lease::renewed(ttl),
-    };
     let waiter_lease = Ttl::new(WAITER_LEASE).ok()?;
     Some(
         mutex
-            .with_lease(lease.ok()?)
+            .with_lease(lease(shared, held)?)
             .with_waiter_lease(waiter_lease),
     )
+}
+
+/// The lease `held` asks for.
+fn lease<S>(shared: &Shared<S>, held: Held) -> Option<Lease> {
+    let ttl = held.ttl(shared.args.ttl);
+    match held {
+        Held::Outlived => Lease::fixed(ttl),
+        Held::Short | Held::Long => Lease::renewed(ttl),
+    }
+    .ok()
 }
 
 /// One critical section, from the acquisition to the end of the release.
@@ -217,15 +283,19 @@ struct Section {
     acquired_us: u64,
     /// The lease asked for.
     ttl: Duration,
+    /// Permits taken (1 for a lock).
+    weight: u64,
+    /// Whether the section does a fenced write (only a holder alone can).
+    fenced: bool,
     hold: Duration,
 }
 
 impl Section {
-    async fn run<S: Pass + WakeUps>(
+    async fn run<S, G: Pass + WakeUps>(
         self,
         shared: &mut Shared<S>,
-        guard: MutexGuard<S>,
-        mutex: &Mutex<S>,
+        guard: MutexGuard<G>,
+        mutex: &impl Acquire<G>,
         rng: &mut StdRng,
     ) {
         let fence = guard.fence();
@@ -237,10 +307,14 @@ impl Section {
             attempt_start_us: self.attempt_start_us,
             at_us: self.acquired_us,
             ttl_us: crate::record::micros(self.ttl),
+            weight: self.weight,
         });
         let section_start = now_us();
         tokio::time::sleep(self.hold).await;
-        let write_accepted = fenced_write(&mut shared.resource, &self.lock, fence).await;
+        let write_accepted = match self.fenced {
+            true => fenced_write(&mut shared.resource, &self.lock, fence).await,
+            false => None,
+        };
         let section_end = now_us();
         let valid_until = guard.valid_until();
         let lost_token = guard.lost_token();

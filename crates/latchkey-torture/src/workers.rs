@@ -1,5 +1,6 @@
 //! The worker processes: started as `latchkey-torture worker …`, restarted after a kill.
 
+use clap::ValueEnum;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -98,6 +99,13 @@ impl Workers {
             .arg(humantime::format_duration(self.args.ttl).to_string())
             .arg("--log")
             .arg(started.log(&self.dir))
+            .arg("--workload")
+            .arg(
+                self.args
+                    .workload
+                    .to_possible_value()
+                    .map_or("mutex".to_owned(), |v| v.get_name().to_owned()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -551,8 +551,15 @@ async fn inspect_list_and_force_release_see_every_primitive() {
     tokio::time::timeout(Duration::from_secs(10), two.lost())
         .await
         .unwrap();
-    let lost = one.extend(Duration::from_secs(1)).await.unwrap_err().to_string();
-    assert!(lost.starts_with("semaphore \"app:pool\" is no longer held"), "{lost}");
+    let lost = one
+        .extend(Duration::from_secs(1))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        lost.starts_with("semaphore \"app:pool\" is no longer held"),
+        "{lost}"
+    );
     assert!(!one.release().await.unwrap(), "its permit was broken");
     assert!(
         client

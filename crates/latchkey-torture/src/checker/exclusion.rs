@@ -23,6 +23,10 @@ pub fn check(history: &History, verdict: &mut Verdict) {
         let (Some(valid), Some(end)) = (hold.valid(), &hold.end) else {
             continue;
         };
+        // A semaphore of several permits: `capacity` checks it.
+        if history.facts.capacity(&hold.lock) > 1 {
+            continue;
+        }
         by_lock.entry(&hold.lock).or_default().push(Window {
             hold,
             valid,

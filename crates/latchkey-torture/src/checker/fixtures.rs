@@ -65,6 +65,7 @@ pub fn held(worker: usize, seq: u64, fence: u64, valid: (u64, u64)) -> Vec<Recor
             attempt_start_us: valid.0,
             at_us: valid.0,
             ttl_us: TTL,
+            weight: 1,
         },
         Record::Ended {
             holder,

@@ -1,6 +1,7 @@
 //! After the run: did every promise hold? Each property lives in its own module,
 //! with unit tests that feed it a history violating it.
 
+mod capacity;
 mod exclusion;
 mod fences;
 #[cfg(test)]
@@ -26,7 +27,8 @@ const EXAMPLES_PER_PROPERTY: usize = 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Property {
-    /// No two holders' valid leases overlap (outside amnesia windows).
+    /// No two holders' valid leases overlap (outside amnesia windows); for a
+    /// semaphore, the valid leases never hold more than its permits.
     Exclusion,
     /// The fenced resource accepted strictly increasing tokens.
     Fencing,
@@ -105,6 +107,7 @@ pub fn check(history: &History) -> Verdict {
     let mut verdict = Verdict::default();
     holds::check(history, &mut verdict);
     exclusion::check(history, &mut verdict);
+    capacity::check(history, &mut verdict);
     fences::check(history, &mut verdict);
     waits::check(history, &mut verdict);
     liveness::check(history, &mut verdict);
