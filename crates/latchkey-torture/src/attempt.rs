@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use latchkey::semaphore::PermitStore;
 use latchkey::store::{Pass, WakeUps};
-use latchkey::{Error, Mutex, MutexGuard, Semaphore};
+use latchkey::{Error, Mutex, MutexGuard, RwLock, Semaphore};
 use rand::Rng;
 use rand::rngs::StdRng;
 
@@ -55,6 +55,29 @@ impl Acquire<PermitStore> for Permits {
         wait: Duration,
     ) -> impl Future<Output = latchkey::Result<MutexGuard<PermitStore>>> + Send {
         self.semaphore.acquire_timeout(self.weight, wait)
+    }
+}
+
+/// One side of a read-write lock: a read, or a write.
+#[derive(Clone)]
+pub struct RwSide {
+    pub lock: RwLock,
+    pub write: bool,
+}
+
+impl Acquire<PermitStore> for RwSide {
+    async fn lock(&self) -> latchkey::Result<MutexGuard<PermitStore>> {
+        match self.write {
+            true => self.lock.write().await,
+            false => self.lock.read().await,
+        }
+    }
+
+    async fn lock_timeout(&self, wait: Duration) -> latchkey::Result<MutexGuard<PermitStore>> {
+        match self.write {
+            true => self.lock.write_timeout(wait).await,
+            false => self.lock.read_timeout(wait).await,
+        }
     }
 }
 

@@ -247,6 +247,10 @@ async fn force_release(url: &str, lock: &str, workload: Workload) -> Option<Stri
                     .force_release(lock, latchkey::Kind::Semaphore)
                     .await
                     .map(|_| None),
+                (Ok(client), Workload::RwLock) => client
+                    .force_release(lock, latchkey::Kind::RwLock)
+                    .await
+                    .map(|_| None),
                 (Err(error), _) => Err(error),
             }
         }

@@ -119,6 +119,11 @@ pub enum Workload {
     /// Semaphores of 3, 1 and 8 permits (by lock index), each acquisition of a
     /// random weight; a fenced write only under the one-permit semaphore.
     Semaphore,
+    /// Read-write locks: a third of the acquisitions write (and do the fenced
+    /// write), the rest read.
+    #[value(name = "rwlock")]
+    #[serde(rename = "rwlock")]
+    RwLock,
 }
 
 fn quorum_size(text: &str) -> Result<usize, String> {
@@ -235,6 +240,10 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
             Workload::Mutex => Default::default(),
             Workload::Semaphore => (0..locks.len())
                 .map(|l| (locks[l].clone(), worker::permits(l)))
+                .collect(),
+            Workload::RwLock => locks
+                .iter()
+                .map(|lock| (lock.clone(), worker::WRITER))
                 .collect(),
         },
         quiet,

@@ -47,8 +47,11 @@ fn print_text(report: &Report) {
         report.duration_s, report.quiet_s, report.seed, report.workload
     );
     if !report.capacity.is_empty() {
-        println!("permits: {}", list(report.capacity));
-        println!("orphan holds: not sampled for semaphores (the sampler reads lock keys)");
+        println!(
+            "capacity (permits; a read-write lock's writer takes all): {}",
+            list(report.capacity)
+        );
+        println!("orphan holds: not sampled for this workload (the sampler reads lock keys)");
     }
     println!("faults: {}", list(&report.faults));
     for (mode, outcomes) in &v.attempts {

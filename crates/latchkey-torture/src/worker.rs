@@ -12,7 +12,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
 
-use crate::attempt::{Acquire, Permits, attempt, release_aborted, release_to_aborted_waiter};
+use crate::attempt::{
+    Acquire, Permits, RwSide, attempt, release_aborted, release_to_aborted_waiter,
+};
 use crate::record::{HoldEnd, Holder, Mode, Outcome, Record, now_us, wall_us};
 use crate::{WorkerArgs, Workload};
 
@@ -50,6 +52,12 @@ pub fn permits(lock: usize) -> u64 {
     [3, 1, 8][lock % 3]
 }
 
+/// The weight of a read-write lock's writer in the checker's terms: the lock's
+/// whole capacity, so a writer is alone and any number of readers (weight 1) share.
+pub const WRITER: u64 = 1 << 20;
+/// Share of read-write lock acquisitions that write.
+const WRITE_SHARE: f64 = 0.3;
+
 /// What a task asks for on lock index `lock`, and the weight it takes.
 type Target<S, A> = fn(&Shared<S>, usize, Held, &mut StdRng) -> Option<(A, u64)>;
 
@@ -70,6 +78,7 @@ pub async fn run(args: WorkerArgs) {
     match args.workload {
         Workload::Mutex => run_with(client, args, lock).await,
         Workload::Semaphore => run_with(client, args, permits_of).await,
+        Workload::RwLock => run_with(client, args, side_of).await,
     }
 }
 
@@ -102,6 +111,24 @@ fn permits_of(
         .with_lease(lease(shared, held)?)
         .with_waiter_lease(Ttl::new(WAITER_LEASE).ok()?);
     Some((Permits { semaphore, weight }, weight))
+}
+
+/// A read or a write of the read-write lock `torture:{l}`.
+fn side_of(
+    shared: &Shared<RedisStore>,
+    l: usize,
+    held: Held,
+    rng: &mut StdRng,
+) -> Option<(RwSide, u64)> {
+    let write = rng.random_bool(WRITE_SHARE);
+    let lock = shared
+        .client
+        .rw_lock(&format!("torture:{l}"))
+        .ok()?
+        .with_lease(lease(shared, held)?)
+        .with_waiter_lease(Ttl::new(WAITER_LEASE).ok()?);
+    let weight = if write { WRITER } else { 1 };
+    Some((RwSide { lock, write }, weight))
 }
 
 async fn run_with<S, G, A>(client: Client<S>, args: WorkerArgs, target: Target<S, A>)
@@ -219,6 +246,7 @@ where
             fenced: match shared.args.workload {
                 Workload::Mutex => true,
                 Workload::Semaphore => permits(l) == 1,
+                Workload::RwLock => weight == WRITER,
             },
             hold: match lease {
                 Held::Outlived => shared.args.ttl * 2,
