@@ -233,12 +233,7 @@ async fn force_release(url: &str, lock: &str, workload: Workload) -> Option<Stri
             }
         }
         None => {
-            let client = match url.strip_prefix("cluster:") {
-                Some(seeds) => {
-                    latchkey::Client::open_cluster(&seeds.split(',').collect::<Vec<_>>()).await
-                }
-                None => latchkey::Client::open(url).await,
-            };
+            let client = crate::worker::open(url).await;
             match (client, workload) {
                 (Ok(client), Workload::Mutex) => break_lock(&client, lock).await,
                 // Every permit: their holders learn it at their next renewal. The
@@ -249,6 +244,12 @@ async fn force_release(url: &str, lock: &str, workload: Workload) -> Option<Stri
                     .map(|_| None),
                 (Ok(client), Workload::RwLock) => client
                     .force_release(lock, latchkey::Kind::RwLock)
+                    .await
+                    .map(|_| None),
+                // An operator resets a rate limit: its state is gone, as after a
+                // restart (an amnesia window for the checker).
+                (Ok(client), Workload::RateLimit) => client
+                    .force_release(lock, latchkey::Kind::RateLimit)
                     .await
                     .map(|_| None),
                 (Err(error), _) => Err(error),

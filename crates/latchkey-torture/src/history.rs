@@ -34,6 +34,12 @@ pub struct RunFacts {
     /// The permits of each semaphore (semaphore workload); a lock has 1.
     #[serde(default)]
     pub capacity: BTreeMap<String, u64>,
+    /// The policy of each rate limit (rate-limit workload).
+    #[serde(default)]
+    pub rates: BTreeMap<String, crate::ratelimits::Rate>,
+    /// Rate-limit keys left without an expiry after the run.
+    #[serde(default)]
+    pub rate_keys_without_expiry: Vec<String>,
     pub locks: Vec<String>,
     /// The quiet phase after the faults (wall µs).
     pub quiet: (u64, u64),
@@ -110,6 +116,19 @@ pub struct History {
     pub facts: RunFacts,
     pub attempts: Vec<Attempt>,
     pub holds: Vec<Hold>,
+    /// Rate-limit calls (rate-limit workload), by when they were sent.
+    pub calls: Vec<Call>,
+}
+
+/// One rate-limit call, as logged.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub holder: Holder,
+    pub lock: String,
+    pub sent_us: u64,
+    pub recv_us: u64,
+    pub cost: u64,
+    pub allowed: Option<bool>,
 }
 
 impl History {
@@ -144,6 +163,7 @@ impl History {
             history.holds.extend(holds.into_values());
         }
         history.holds.sort_by_key(|hold| hold.acquired_us);
+        history.calls.sort_by_key(|call| call.sent_us);
         history
     }
 
@@ -196,6 +216,21 @@ impl History {
                     },
                 );
             }
+            Record::Call {
+                holder,
+                lock,
+                sent_us,
+                recv_us,
+                cost,
+                allowed,
+            } => self.calls.push(Call {
+                holder,
+                lock,
+                sent_us,
+                recv_us,
+                cost,
+                allowed,
+            }),
             Record::Ended { holder, end, .. } => {
                 if let Some(hold) = holds.get_mut(&holder) {
                     hold.end = Some(end);

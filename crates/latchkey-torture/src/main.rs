@@ -10,6 +10,7 @@ mod history;
 mod lock_cluster;
 mod lock_quorum;
 mod lock_servers;
+mod ratelimits;
 mod record;
 mod report;
 mod sampler;
@@ -124,6 +125,11 @@ pub enum Workload {
     #[value(name = "rwlock")]
     #[serde(rename = "rwlock")]
     RwLock,
+    /// Rate limits of the four algorithms (keys by lock index: cooldown, fixed
+    /// window, sliding window, GCRA; at least four keys), `check(cost)` in a loop.
+    #[value(name = "ratelimit")]
+    #[serde(rename = "ratelimit")]
+    RateLimit,
 }
 
 fn quorum_size(text: &str) -> Result<usize, String> {
@@ -185,6 +191,10 @@ fn main() -> ExitCode {
 }
 
 async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
+    if args.workload == Workload::RateLimit {
+        // One key of each algorithm at least.
+        args.locks = args.locks.max(4);
+    }
     let seed = *args.seed.get_or_insert_with(rand::random);
     println!("seed {seed} (repeat with --seed {seed})");
     let locks: Vec<String> = (0..args.locks).map(|l| format!("torture:{l}")).collect();
@@ -245,6 +255,17 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
                 .iter()
                 .map(|lock| (lock.clone(), worker::WRITER))
                 .collect(),
+            Workload::RateLimit => Default::default(),
+        },
+        rates: match args.workload {
+            Workload::RateLimit => (0..locks.len())
+                .map(|l| (locks[l].clone(), ratelimits::Rate::of(l)))
+                .collect(),
+            _ => Default::default(),
+        },
+        rate_keys_without_expiry: match args.workload {
+            Workload::RateLimit => without_expiry(&servers.url(), &locks).await,
+            _ => Vec::new(),
         },
         quiet,
         faults,
@@ -296,4 +317,26 @@ fn run_dir() -> Result<PathBuf, String> {
     let dir = std::env::temp_dir().join(format!("latchkey-torture-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     Ok(dir)
+}
+
+/// The rate-limit keys that have state without an expiry after the run: every key
+/// must expire once its limit is full again. A server that cannot be read now says
+/// nothing (the run's other checks still stand).
+async fn without_expiry(url: &str, locks: &[String]) -> Vec<String> {
+    let Ok(client) = worker::open(url).await else {
+        return Vec::new();
+    };
+    let mut kept = Vec::new();
+    for lock in locks {
+        let Ok(found) = client.inspect(lock).await else {
+            continue;
+        };
+        let forever = found.iter().any(|primitive| {
+            matches!(primitive, latchkey::inspect::Primitive::RateLimit(state) if state.resets_in.is_none())
+        });
+        if forever {
+            kept.push(lock.clone());
+        }
+    }
+    kept
 }

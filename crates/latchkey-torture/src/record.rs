@@ -37,6 +37,18 @@ pub enum Record {
         #[serde(default = "one")]
         weight: u64,
     },
+    /// A rate limiter's `check(cost)` answered (rate-limit workload).
+    Call {
+        holder: Holder,
+        lock: String,
+        /// When the call was sent and when its answer came: the server decided in
+        /// between, on its own clock.
+        sent_us: u64,
+        recv_us: u64,
+        cost: u64,
+        /// `None`: the call failed (the server was down, the connection reset).
+        allowed: Option<bool>,
+    },
     /// The critical section ended and the guard was released.
     Ended {
         holder: Holder,
@@ -111,6 +123,13 @@ pub struct Holder {
     pub incarnation: usize,
     pub task: usize,
     pub seq: u64,
+}
+
+impl Holder {
+    /// The seed of this task's random choices in a run seeded with `run`.
+    pub fn seed(self, run: u64) -> u64 {
+        (run ^ (self.worker as u64) << 32) ^ ((self.incarnation as u64) << 16) ^ self.task as u64
+    }
 }
 
 /// Microseconds since the Unix epoch: every process of one machine shares this clock.

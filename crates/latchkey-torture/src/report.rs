@@ -68,6 +68,16 @@ fn print_text(report: &Report) {
         v.overlaps_caught_by_fencing,
         list(&v.overlaps_after_amnesia)
     );
+    if v.rates.calls > 0 {
+        println!(
+            "rate limits: {} calls, {} allowed, {} denied, {} failed; spans over the limit after amnesia {}",
+            v.rates.calls,
+            v.rates.allowed,
+            v.rates.denied,
+            v.rates.failed,
+            v.rates.over_after_amnesia
+        );
+    }
     println!(
         "fences: {} checked, {} repeated, {} out of order",
         v.fences.checked, v.fences.repeated, v.fences.out_of_order

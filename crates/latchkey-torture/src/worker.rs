@@ -15,6 +15,7 @@ use redis::aio::MultiplexedConnection;
 use crate::attempt::{
     Acquire, Permits, RwSide, attempt, release_aborted, release_to_aborted_waiter,
 };
+use crate::ratelimits::Rate;
 use crate::record::{HoldEnd, Holder, Mode, Outcome, Record, now_us, wall_us};
 use crate::{WorkerArgs, Workload};
 
@@ -68,17 +69,21 @@ pub async fn run(args: WorkerArgs) {
         let client = connect(|| Client::open_quorum(&masters)).await;
         return run_with(client, args, lock).await;
     }
-    let client = connect(|| async {
-        match url.strip_prefix("cluster:") {
-            Some(seeds) => Client::open_cluster(&seeds.split(',').collect::<Vec<_>>()).await,
-            None => Client::open(&url).await,
-        }
-    })
-    .await;
+    let client = connect(|| open(&url)).await;
     match args.workload {
         Workload::Mutex => run_with(client, args, lock).await,
         Workload::Semaphore => run_with(client, args, permits_of).await,
         Workload::RwLock => run_with(client, args, side_of).await,
+        Workload::RateLimit => run_calls(client, args).await,
+    }
+}
+
+/// A client of the one Redis deployment a `--lock-url` names: `cluster:SEED,SEED…`
+/// or one server's URL (not a quorum).
+pub async fn open(url: &str) -> latchkey::Result<Client<RedisStore>> {
+    match url.strip_prefix("cluster:") {
+        Some(seeds) => Client::open_cluster(&seeds.split(',').collect::<Vec<_>>()).await,
+        None => Client::open(url).await,
     }
 }
 
@@ -137,43 +142,99 @@ where
     G: Pass + WakeUps,
     A: Acquire<G>,
 {
-    let shared = Shared {
-        client,
-        resource: redis::Client::open(args.resource_url.as_str())
-            .expect("resource URL")
-            .get_multiplexed_async_connection()
-            .await
-            .expect("the resource server is never faulted"),
-        log: Arc::new(StdMutex::new(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&args.log)
-                .expect("log file"),
-        )),
-        stopping: Arc::new(AtomicBool::new(false)),
-        args,
-    };
-    let tasks: Vec<_> = (0..shared.args.tasks)
-        .map(|task| {
-            let holder = Holder {
-                worker: shared.args.worker,
-                incarnation: shared.args.incarnation,
-                task,
-                seq: 0,
-            };
-            tokio::spawn(task_loop(shared.clone(), holder, target))
-        })
+    let shared = Shared::new(client, args).await;
+    let tasks = (0..shared.args.tasks)
+        .map(|task| tokio::spawn(task_loop(shared.clone(), shared.holder(task), target)))
         .collect();
-    // SIGTERM: finish the sections under way, log them, exit.
-    if let Ok(mut terminate) =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    {
-        terminate.recv().await;
+    shared.until_terminated(tasks).await;
+}
+
+/// The rate-limit workload's tasks.
+async fn run_calls(client: Client<RedisStore>, args: WorkerArgs) {
+    let shared = Shared::new(client, args).await;
+    let tasks = (0..shared.args.tasks)
+        .map(|task| tokio::spawn(call_loop(shared.clone(), shared.holder(task))))
+        .collect();
+    shared.until_terminated(tasks).await;
+}
+
+/// Calls `check(cost)` on a random key, a few ms apart, logging each call.
+async fn call_loop(shared: Shared<RedisStore>, mut holder: Holder) {
+    let mut rng = StdRng::seed_from_u64(holder.seed(shared.args.seed));
+    while !shared.stopping.load(Ordering::Relaxed) {
+        holder.seq += 1;
+        let l = rng.random_range(0..shared.args.locks);
+        let rate = Rate::of(l);
+        let lock = format!("torture:{l}");
+        let Some(limiter) = rate
+            .policy()
+            .ok()
+            .and_then(|p| shared.client.rate_limiter(&lock, p).ok())
+        else {
+            return;
+        };
+        let cost = rate.cost(&mut rng);
+        let sent_us = now_us();
+        let decision = limiter.check(cost).await;
+        shared.write(&Record::Call {
+            holder,
+            lock,
+            sent_us,
+            recv_us: now_us(),
+            cost,
+            allowed: decision.as_ref().ok().map(|d| d.allowed),
+        });
+        let pause = match decision {
+            Ok(_) => rng.random_range(0..8),
+            // Do not hammer a server that is down.
+            Err(_) => 50,
+        };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
     }
-    shared.stopping.store(true, Ordering::Relaxed);
-    for task in tasks {
-        let _ = task.await;
+}
+
+impl<S> Shared<S> {
+    async fn new(client: Client<S>, args: WorkerArgs) -> Self {
+        Shared {
+            client,
+            resource: redis::Client::open(args.resource_url.as_str())
+                .expect("resource URL")
+                .get_multiplexed_async_connection()
+                .await
+                .expect("the resource server is never faulted"),
+            log: Arc::new(StdMutex::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&args.log)
+                    .expect("log file"),
+            )),
+            stopping: Arc::new(AtomicBool::new(false)),
+            args,
+        }
+    }
+
+    /// Task `task` of this worker, before its first attempt.
+    fn holder(&self, task: usize) -> Holder {
+        Holder {
+            worker: self.args.worker,
+            incarnation: self.args.incarnation,
+            task,
+            seq: 0,
+        }
+    }
+
+    /// Waits for SIGTERM, then lets the tasks finish what is under way and log it.
+    async fn until_terminated(&self, tasks: Vec<tokio::task::JoinHandle<()>>) {
+        if let Ok(mut terminate) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            terminate.recv().await;
+        }
+        self.stopping.store(true, Ordering::Relaxed);
+        for task in tasks {
+            let _ = task.await;
+        }
     }
 }
 
@@ -197,10 +258,7 @@ where
     G: Pass + WakeUps,
     A: Acquire<G>,
 {
-    let seed = (shared.args.seed ^ (holder.worker as u64) << 32)
-        ^ ((holder.incarnation as u64) << 16)
-        ^ holder.task as u64;
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = StdRng::seed_from_u64(holder.seed(shared.args.seed));
     while !shared.stopping.load(Ordering::Relaxed) {
         holder.seq += 1;
         let l = rng.random_range(0..shared.args.locks);
@@ -247,6 +305,7 @@ where
                 Workload::Mutex => true,
                 Workload::Semaphore => permits(l) == 1,
                 Workload::RwLock => weight == WRITER,
+                Workload::RateLimit => false,
             },
             hold: match lease {
                 Held::Outlived => shared.args.ttl * 2,

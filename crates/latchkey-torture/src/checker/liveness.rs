@@ -47,7 +47,8 @@ pub fn check(history: &History, verdict: &mut Verdict) {
                             .as_ref()
                             .is_some_and(|end| end.release_end_us <= to)
                 })
-                .count();
+                .count()
+                + allowed_calls(history, incarnation, lock, (from, to));
             let fewest = verdict.liveness.fewest.get_or_insert(completed);
             *fewest = (*fewest).min(completed);
             if completed == 0 {
@@ -64,6 +65,28 @@ pub fn check(history: &History, verdict: &mut Verdict) {
             }
         }
     }
+}
+
+/// Rate-limit calls `incarnation` made on `lock` inside `[from, to]` and was
+/// allowed: the rate-limit workload's way of taking a lock.
+fn allowed_calls(
+    history: &History,
+    incarnation: &crate::workers::Incarnation,
+    lock: &str,
+    (from, to): (u64, u64),
+) -> usize {
+    history
+        .calls
+        .iter()
+        .filter(|call| {
+            call.holder.worker == incarnation.worker
+                && call.holder.incarnation == incarnation.incarnation
+                && call.lock == lock
+                && call.allowed == Some(true)
+                && call.sent_us >= from
+                && call.recv_us <= to
+        })
+        .count()
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod fixtures;
 mod holds;
 mod liveness;
 mod orphans;
+mod rates;
 mod resurrection;
 mod waits;
 
@@ -46,6 +47,8 @@ pub enum Property {
     Orphan,
     /// No token set again after its guard was gone.
     Resurrection,
+    /// No rate limit allowed more than its policy; every key expires.
+    RateLimit,
 }
 
 /// One broken promise.
@@ -81,6 +84,7 @@ pub struct Verdict {
     pub liveness: liveness::Stats,
     pub orphans: orphans::Stats,
     pub resurrections: resurrection::Stats,
+    pub rates: rates::Stats,
     /// Violations by property.
     pub violations: BTreeMap<Property, usize>,
     /// The first few of each property.
@@ -113,6 +117,7 @@ pub fn check(history: &History) -> Verdict {
     liveness::check(history, &mut verdict);
     orphans::check(history, &mut verdict);
     resurrection::check(history, &mut verdict);
+    rates::check(history, &mut verdict);
     verdict
 }
 
