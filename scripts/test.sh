@@ -31,6 +31,11 @@ grep '"reason":"compiler-artifact"' "$work/build.json" |
     grep -v '"executable":null' |
     sed -E 's/.*"manifest_path":"([^"]*)\/Cargo.toml".*"executable":"([^"]*)".*/\1 \2/' > "$work/binaries"
 
+if [ ! -s "$work/binaries" ]; then
+    echo "test.sh: cargo built no test binary" >&2
+    exit 1
+fi
+
 # The slowest binaries first, so the two lanes end together.
 slow="cluster latchkey deployments smoke quorum commands replicas sentinel ratelimit waiting faults"
 order() {
@@ -58,7 +63,10 @@ run_one() {
         {
             echo "     Running $(basename "$binary")"
             cat "$log"
+            # libtest exits 101 when tests fail (its summary counts them); anything
+            # else is a crash, counted as one failure.
             if [ "$status" -ne 0 ]; then echo "$(basename "$binary") FAILED (exit $status)"; fi
+            if [ "$status" -ne 0 ] && [ "$status" -ne 101 ]; then echo "CRASHED $(basename "$binary")"; fi
         } | tee -a "$work/all.log"
     } 9>> "$work/print.lock"
     return "$status"
@@ -81,7 +89,7 @@ done
 # A binary that failed to run (or crashed) prints no "test result:" line.
 grep -q "FAILED (exit" "$work/all.log" && status=1
 
-cargo test --workspace --locked --doc "$@" 2>&1 | tee -a "$work/all.log" || status=1
+cargo test --workspace --locked --doc -- "$@" 2>&1 | tee -a "$work/all.log" || status=1
 
 # Every test binary and doc-test run ends with a "test result:" line; add them up.
 awk '/^test result:/ {
@@ -91,5 +99,6 @@ awk '/^test result:/ {
             if ($(i + 1) ~ /^ignored/) ignored += $i
         }
      }
+     /^CRASHED / { failed += 1 }
      END { printf "%d passed, %d failed, %d ignored\n", passed, failed, ignored }' "$work/all.log"
 exit "$status"

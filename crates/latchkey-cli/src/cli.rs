@@ -195,8 +195,9 @@ pub struct RunArgs {
 /// how long they wait for it.
 #[derive(Debug, Args)]
 pub struct TakeArgs {
-    /// Lease length (at least 100ms): renewed every third of it while a command
-    /// runs; for `acquire`, how long the lock stays held unless extended or released.
+    /// Lease length: renewed every third of it while a command runs (at least
+    /// 100ms); for `acquire`, how long the lock stays held unless extended or
+    /// released (at least 10ms).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, allow_hyphen_values = true)]
     pub ttl: Duration,
 
@@ -328,7 +329,7 @@ pub struct ExtendArgs {
     #[arg(long, env = "LATCHKEY_TOKEN", hide_env_values = true)]
     pub token: String,
 
-    /// The new lease, from now (at least 100ms).
+    /// The new lease, from now (at least 10ms).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, allow_hyphen_values = true)]
     pub ttl: Duration,
 }

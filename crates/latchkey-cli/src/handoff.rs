@@ -1,6 +1,8 @@
 //! `acquire`, `extend` and `release --token`: a hold that outlives one process, for
 //! scripts whose steps run as separate commands (and jobs handed between hosts).
 
+use std::io::Write;
+
 use latchkey::{Error, Fairness, HoldToken, Lease};
 use serde::Serialize;
 
@@ -30,21 +32,38 @@ pub async fn acquire(global: &Global, args: AcquireArgs) -> Result<u8, Failure> 
         true => Fairness::Fair,
         false => Fairness::Plain,
     };
-    let token = connect::with_client!(global, until wait.deadline(), client => {
+    connect::with_client!(global, until wait.deadline(), client => {
         let mutex = client.mutex(name)?.with_lease(lease).with_fairness(fairness);
-        run::take(&mutex, wait).await?.detach()?
+        let token = run::take(&mutex, wait).await?.detach()?;
+        if let Err(error) = print_token(name, &token, &args) {
+            // Nobody will ever have the token: give the lock back now.
+            let _ = mutex.release_held(&token).await;
+            return Err(error);
+        }
     });
-    if !args.json {
-        println!("{token}");
-        return Ok(0);
-    }
-    output::json(&Acquired {
-        name,
-        token: token.to_string(),
-        fence: token.fence(),
-        ttl_ms: output::millis(args.take.ttl),
-    })?;
     Ok(0)
+}
+
+/// Prints the token (or the JSON object), failing if stdout does not take it.
+fn print_token(name: &str, token: &HoldToken, args: &AcquireArgs) -> Result<(), Failure> {
+    let line = match args.json {
+        false => token.to_string(),
+        true => serde_json::to_string(&Acquired {
+            name,
+            token: token.to_string(),
+            fence: token.fence(),
+            ttl_ms: output::millis(args.take.ttl),
+        })
+        .map_err(|e| Failure::software(format!("cannot encode JSON: {e}")))?,
+    };
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| {
+            Failure::software(format!(
+                "cannot print the hold token ({e}); the lock was released"
+            ))
+        })
 }
 
 /// `extend NAME --token T`: resets the hold's lease to `--ttl` from now.

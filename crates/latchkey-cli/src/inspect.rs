@@ -120,12 +120,17 @@ impl View {
         let Some(permits) = holders.filter(|_| details) else {
             return line;
         };
+        let rw = matches!(self.what, What::RwLock(_));
         let mut text = line;
         for holder in &permits.holders {
+            let holds = match (rw, permits.is_writer(holder)) {
+                (true, true) => "writes".to_owned(),
+                (true, false) => "reads".to_owned(),
+                (false, _) => format!("holds {}", holder.weight),
+            };
             text.push_str(&format!(
-                "\n  {} holds {} ({} left)",
+                "\n  {} {holds} ({} left)",
                 holder.holder,
-                holder.weight,
                 output::human_ms(holder.ttl_ms)
             ));
         }
@@ -211,8 +216,13 @@ impl Permits {
         )
     }
 
+    /// Whether `holder` is a read-write lock's writer: it holds every permit.
+    fn is_writer(&self, holder: &Holder) -> bool {
+        Some(holder.weight) == self.permits
+    }
+
     fn rw_text(&self) -> String {
-        let writer = self.holders.iter().find(|h| Some(h.weight) == self.permits);
+        let writer = self.holders.iter().find(|h| self.is_writer(h));
         match (writer, self.live) {
             (Some(writer), _) => format!("written by {}, {}", writer.holder, self.tail()),
             (None, 0) => format!("free, {}", self.tail()),
@@ -404,7 +414,22 @@ impl Broken {
                 let fence = fence.map_or(String::new(), |f| format!(" (fence {f})"));
                 format!("broke lock {name} held by {holder}{fence}")
             }
-            What::Semaphore(p) | What::RwLock(p) => {
+            What::RwLock(p) => {
+                let holders: Vec<&str> = p.holders.iter().map(|h| h.holder.as_str()).collect();
+                match p.holders.iter().find(|h| p.is_writer(h)) {
+                    Some(writer) => format!(
+                        "broke read-write lock {name}: dropped its writer {}",
+                        writer.holder
+                    ),
+                    None => format!(
+                        "broke read-write lock {name}: dropped its {} reader{} ({})",
+                        p.live,
+                        plural(p.live),
+                        holders.join(", ")
+                    ),
+                }
+            }
+            What::Semaphore(p) => {
                 let holders: Vec<&str> = p.holders.iter().map(|h| h.holder.as_str()).collect();
                 format!(
                     "broke {kind} {name}: dropped {} permit{} of {} holder{} ({})",

@@ -324,7 +324,14 @@ fn validate_name(name: &str) -> Result<()> {
 
 /// `key` if it already carries a non-empty hash tag, else `{key}`.
 fn tagged(key: &str) -> Result<String> {
-    if hash_tag(key).is_some() {
+    if let Some(tag) = hash_tag(key) {
+        // `{job}` would name the companions of the lock `job` (`{job}:lk:…`).
+        if key.len() == tag.len() + 2 {
+            return invalid(format!(
+                "lock key {key:?} is only a hash tag, which would share its keys with the lock {tag:?}: \
+                 add something after the '}}' (\"{key}:lock\")"
+            ));
+        }
         return Ok(key.to_owned());
     }
     // `{a}b}` would hash as `a`, not as the whole key.
@@ -374,6 +381,18 @@ mod tests {
         assert_eq!(k.as_str(), "app:job");
         assert_eq!(k.fence(), "{app:job}:lk:fence");
         assert_eq!(hash_tag(k.fence()), Some("app:job"));
+    }
+
+    #[test]
+    fn a_key_that_is_only_a_tag_is_refused_it_would_share_the_untagged_locks_keys() {
+        let error = key("", "{u1}").unwrap_err().to_string();
+        assert!(error.contains("only a hash tag"), "{error}");
+        assert!(key("app:", "{u1}").is_ok(), "the prefix is part of the key");
+        assert!(key("", "{u1}:lock").is_ok());
+        assert_ne!(
+            key("", "{u1}:lock").unwrap().fence(),
+            key("", "u1").unwrap().fence()
+        );
     }
 
     #[test]

@@ -54,7 +54,11 @@ impl OwnerToken {
     /// A token latchkey made, written back as text (32 hex digits and `:lk`).
     pub(crate) fn parse(text: &str) -> Option<Self> {
         let random = text.strip_suffix(MARK)?;
-        let valid = random.len() == 32 && random.chars().all(|c| c.is_ascii_hexdigit());
+        // Lowercase, as `generate` writes it: another spelling never matches.
+        let valid = random.len() == 32
+            && random
+                .chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
         valid.then(|| OwnerToken(text.to_owned()))
     }
 

@@ -32,7 +32,11 @@ async fn a_detached_hold_is_adopted_elsewhere_and_renewed_there() {
     assert_eq!(token.fence(), fence);
     let report = worker.mutex("report").unwrap().with_lease(lease);
     let adopted = report.adopt(&token).await.unwrap();
-    assert_eq!(adopted.fence(), fence);
+    assert!(adopted.fence() > fence, "a fresh fence from the server");
+    // The token is spent: nobody else adopts, extends or releases by it.
+    let again = report.adopt(&token).await.map(drop);
+    assert!(matches!(again, Err(Error::LeaseLost { .. })), "{again:?}");
+    assert!(!report.release_held(&token).await.unwrap());
     // The adopting side renews it past its lease.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(adopted.is_held().await.unwrap());
@@ -40,6 +44,17 @@ async fn a_detached_hold_is_adopted_elsewhere_and_renewed_there() {
     assert!(adopted.release().await.unwrap());
     let next = report.try_lock().await.unwrap();
     assert!(next.fence() > fence);
+    // A token whose fence was forged higher gains nothing: adopt takes the
+    // server's fence, and the token's owner no longer holds the lock anyway.
+    let forged: HoldToken = format!("{}@{}", token.owner().as_str(), u64::MAX)
+        .parse()
+        .unwrap();
+    assert!(report.adopt(&forged).await.is_err());
+    drop(next);
+
+    // A semaphore's permit is not a hold a token can name.
+    let permit = web.semaphore("pool", 2).unwrap().acquire(1).await.unwrap();
+    assert!(matches!(permit.detach(), Err(Error::InvalidArgument(_))));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

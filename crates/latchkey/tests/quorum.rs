@@ -515,3 +515,21 @@ async fn a_release_is_sent_even_when_its_deadline_passes_first() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_quorum_hold_cannot_be_detached_and_is_released_instead() {
+    let servers = masters(3);
+    let client = quorum(&servers).await;
+    let mutex = client.mutex("handed").unwrap();
+    let refused = mutex.lock().await.unwrap().detach().unwrap_err();
+    assert!(
+        matches!(refused, latchkey::Error::InvalidArgument(_)),
+        "{refused}"
+    );
+    // The refused guard was dropped, which released the lock.
+    let again = mutex.lock_timeout(Duration::from_secs(5)).await.unwrap();
+    let token: latchkey::HoldToken = "0123456789abcdef0123456789abcdef:lk@1".parse().unwrap();
+    let by_token = mutex.release_held(&token).await.unwrap_err();
+    assert!(matches!(by_token, latchkey::Error::InvalidArgument(_)));
+    assert!(again.release().await.unwrap());
+}

@@ -570,3 +570,75 @@ async fn inspect_list_and_force_release_see_every_primitive() {
     );
     drop(reader);
 }
+
+#[tokio::test]
+async fn list_all_finds_tagged_names_and_survives_foreign_keys() {
+    use latchkey::inspect::Primitive;
+    let server = RedisServer::start().unwrap();
+    let client = latchkey::Client::open(&server.url()).await.unwrap();
+    let _pool = client
+        .semaphore("{u1}:pool", 2)
+        .unwrap()
+        .acquire(1)
+        .await
+        .unwrap();
+    let _open = client
+        .semaphore("x{y", 2)
+        .unwrap()
+        .acquire(1)
+        .await
+        .unwrap();
+    let sms = latchkey::ratelimit::Policy::cooldown(Duration::from_secs(60)).unwrap();
+    assert!(
+        client
+            .rate_limiter("{u4}:sms", sms)
+            .unwrap()
+            .check(1)
+            .await
+            .unwrap()
+            .allowed
+    );
+    let _held = client.mutex("x").unwrap().lock().await.unwrap();
+    // Another application's data: bytes that are no text, a counter that is no
+    // number, a companion key of the wrong type.
+    let mut raw = server.connection().unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("blob")
+        .arg(&b"\xff\xfe\x00"[..])
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("{real}:lk:fence")
+        .arg("abc")
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("{x}:lk:sem")
+        .arg("foo")
+        .query(&mut raw)
+        .unwrap();
+
+    let listed: Vec<String> = client
+        .list_all("*")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    for name in ["{u1}:pool", "x{y", "{u4}:sms", "x", "blob"] {
+        assert!(
+            listed.iter().any(|n| n == name),
+            "{name} missing from {listed:?}"
+        );
+    }
+    let x = client.inspect("x").await.unwrap();
+    assert!(
+        matches!(&x[..], [Primitive::Lock(status)] if status.is_held_by_latchkey()),
+        "{x:?}"
+    );
+    let blob = client.inspect("blob").await.unwrap();
+    assert!(
+        matches!(&blob[..], [Primitive::Lock(status)] if !status.is_held_by_latchkey()),
+        "{blob:?}"
+    );
+}

@@ -196,11 +196,28 @@ impl Client<RedisStore> {
                 .await?
                 .map(Primitive::Lock)),
             Kind::Semaphore | Kind::RwLock => {
-                let key = LockKey::namespaced(self.prefix(), name, kind)?;
-                let dropped = PermitStore::force_release(self.store(), &key).await?;
+                let plain = LockKey::new(self.prefix(), name)?;
+                // The count, line and fence as they were just before; the holders
+                // as the break found them.
+                let before = snapshot::read(self.store(), &plain).await?;
+                let dropped =
+                    PermitStore::force_release(self.store(), &plain.sibling(kind)).await?;
+                let was = before
+                    .into_iter()
+                    .find(|found| found.kind() == kind)
+                    .and_then(|found| match found {
+                        Primitive::Semaphore(status) | Primitive::RwLock(status) => Some(status),
+                        _ => None,
+                    });
+                let was = SemaphoreStatus {
+                    holders: dropped.holders,
+                    used: dropped.used,
+                    live: dropped.live,
+                    ..was.unwrap_or_default()
+                };
                 let was = match kind {
-                    Kind::Semaphore => Primitive::Semaphore(dropped),
-                    _ => Primitive::RwLock(dropped),
+                    Kind::Semaphore => Primitive::Semaphore(was),
+                    _ => Primitive::RwLock(was),
                 };
                 Ok(was.is_held().then_some(was))
             }

@@ -20,23 +20,27 @@ pub(super) async fn matching(
     for key in store.scan_keys(&format!("{{{glob}}}:lk:*"), None).await? {
         let untagged =
             owner_of(&key).and_then(|tagged| tagged.strip_prefix('{')?.strip_suffix('}'));
+        // An untagged name has no '}' (it may have a '{' that opens nothing).
         names.extend(
             untagged
-                .filter(|name| !name.contains(['{', '}']))
+                .filter(|name| !name.contains('}'))
                 .map(str::to_owned),
         );
     }
     for key in store.scan_keys(&format!("{glob}:lk:*"), None).await? {
         let tagged = owner_of(&key).filter(|name| crate::key::hash_tag(name).is_some());
-        names.extend(
-            tagged
-                .filter(|name| !name.starts_with('{'))
-                .map(str::to_owned),
-        );
+        // `{X}` alone is the tagged form of the untagged `X` (found above), never a
+        // name of its own.
+        names.extend(tagged.filter(|name| !only_tag(name)).map(str::to_owned));
     }
     names.sort_unstable();
     names.dedup();
     Ok(names)
+}
+
+/// Whether `name` is a hash tag and nothing else (`{X}`).
+fn only_tag(name: &str) -> bool {
+    crate::key::hash_tag(name).is_some_and(|tag| name.len() == tag.len() + 2)
 }
 
 /// The name part of a companion key: the key less one or two `:lk:<kind>` suffixes

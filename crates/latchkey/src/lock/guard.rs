@@ -361,10 +361,14 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
     /// one lease from the last renewal): nothing renews it meanwhile. Tasks of this
     /// process waiting for it wait in Redis from now on.
     ///
+    /// Only a lock on one Redis deployment can be handed off: a quorum's values and a
+    /// semaphore's permits are not what a token names.
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] while other guards of this acquisition
-    /// ([`reenter`](Self::reenter)) live: drop them first. The guard is then
+    /// ([`reenter`](Self::reenter)) live (drop them first), or for a hold on a
+    /// store that cannot hand one off (a quorum, a semaphore). The guard is then
     /// dropped, which releases the lock when the last of them goes.
     ///
     /// ```no_run
@@ -374,6 +378,7 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
     /// # Ok(()) }
     /// ```
     pub fn detach(self) -> Result<HoldToken> {
+        can_hand_off(&self.held.hold.store)?;
         let mut held = Arc::try_unwrap(self.held).map_err(|_| {
             Error::InvalidArgument(
                 "cannot detach a hold that other guards (reenter) still share: drop them first"
@@ -486,5 +491,17 @@ impl<S: Pass + WakeUps> std::fmt::Debug for MutexGuard<S> {
             .field("validity", &self.validity())
             .field("lost", &self.is_lost())
             .finish()
+    }
+}
+
+/// Refuses a hand-off on a store whose holds a token cannot name.
+pub(crate) fn can_hand_off(store: &impl Pass) -> Result<()> {
+    match store.hands_over() {
+        true => Ok(()),
+        false => Err(Error::InvalidArgument(
+            "this hold cannot be handed to another process: only locks on one Redis \
+             deployment can (not a quorum's, not a semaphore's permits)"
+                .to_owned(),
+        )),
     }
 }

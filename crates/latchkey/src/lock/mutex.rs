@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::fairness::Fairness;
-use super::guard::MutexGuard;
+use super::guard::{MutexGuard, can_hand_off};
 use super::hold_token::HoldToken;
 use super::local::LocalLocks;
 use super::release_on_drop::ReleaseOnDrop;
@@ -358,19 +358,24 @@ impl<S: Pass + WakeUps> Mutex<S> {
     }
 
     /// Takes over a hold another guard [`detach`](MutexGuard::detach)ed (in this
-    /// process or another): resets its lease to this mutex's and returns a guard for
-    /// it, renewed and released as if this process had taken the lock, with the
-    /// hold's fencing token. One round trip.
+    /// process or another), in one round trip: the lock passes, still held, from the
+    /// token's owner to a fresh owner of this process, with this mutex's lease and a
+    /// new fencing token from the server (larger than the token's). The guard is
+    /// renewed and released as if this process had taken the lock. The token is
+    /// spent: a second adopt, an extend or a release by it finds the lock no longer
+    /// its own.
     ///
     /// # Errors
     ///
     /// [`Error::LeaseLost`] if the lock is no longer held by the token (its lease
-    /// ended, or it was broken); the errors a reply can carry.
+    /// ended, it was broken, or the token was adopted already);
+    /// [`Error::InvalidArgument`] on a store that cannot hand a hold off (a quorum);
+    /// the errors a reply can carry.
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future may have reset the lease: the hold then lives on until
-    /// it ends, as a detached one does.
+    /// Dropping the future may have passed the lock to an owner nobody holds a guard
+    /// of: it is then free again when this mutex's lease ends.
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex, token: &str) -> latchkey::Result<()> {
@@ -380,19 +385,21 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// # Ok(()) }
     /// ```
     pub async fn adopt(&self, token: &HoldToken) -> Result<MutexGuard<S>> {
+        can_hand_off(&self.store)?;
         let ttl = self.lease.ttl();
+        let owner = OwnerToken::generate()?;
         let sent = Instant::now();
-        self.extend_or_lost(token, ttl).await?;
-        let hold = ReleaseOnDrop::held(
-            self.store.clone(),
-            self.key.clone(),
-            token.owner().clone(),
-            None,
-            ttl,
-        );
+        let passed = self
+            .store
+            .pass(&self.key, token.owner(), &owner, ttl, true)
+            .await?;
+        let Some(fence) = passed else {
+            return Err(Error::lease_lost(&self.key));
+        };
+        let hold = ReleaseOnDrop::held(self.store.clone(), self.key.clone(), owner, None, ttl);
         let won = Won {
             hold,
-            fence: token.fence(),
+            fence,
             valid_until: ttl.valid_until(sent),
             top_up: false,
             replicas: None,
@@ -406,7 +413,8 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// # Errors
     ///
     /// [`Error::LeaseLost`] if the lock is no longer held by the token;
-    /// [`Error::InvalidArgument`] for a `ttl` under 100 ms; the errors a reply can carry.
+    /// [`Error::InvalidArgument`] for a `ttl` under 10 ms, or on a store that cannot
+    /// hand a hold off (a quorum); the errors a reply can carry.
     ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex, token: latchkey::HoldToken) -> latchkey::Result<()> {
@@ -414,6 +422,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// # Ok(()) }
     /// ```
     pub async fn extend_held(&self, token: &HoldToken, ttl: Duration) -> Result<()> {
+        can_hand_off(&self.store)?;
         let ttl = Ttl::at_least(ttl, Lease::MIN_FIXED, "an extension")?;
         self.extend_or_lost(token, ttl).await
     }
@@ -436,6 +445,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// # Ok(()) }
     /// ```
     pub async fn release_held(&self, token: &HoldToken) -> Result<bool> {
+        can_hand_off(&self.store)?;
         let ttl = self.lease.ttl();
         let owner = token.owner().clone();
         ReleaseOnDrop::held(self.store.clone(), self.key.clone(), owner, None, ttl)

@@ -11,20 +11,26 @@
 -- ARGV[1]       the most holders of a semaphore or read-write lock to list.
 --
 -- Returns {lock, semaphore, read-write lock, rate limits}:
---   lock         lock_status (look/lock.lua), or false when the key holds another
+--   lock         lock_status (look/lock.lua), or false when a key of it holds another
 --                type (another application's data, not a lock);
---   semaphore,   permits_status (look/permits.lua), or false;
---   rw lock
+--   semaphore,   permits_status (look/permits.lua), or false (also when a key of it
+--   rw lock      holds another type: one foreign key hides one primitive, not the name)
 --   rate limits  {algorithm, ms until its state expires, …} for each algorithm
 --                with state (switching algorithms leaves the old state to expire).
 
 local _, now = server_time()
 local limit = tonumber(ARGV[1])
 
+-- The primitive `read` returns, or false if one of its keys holds another type.
+local function unless_foreign(read, ...)
+  local ok, found = pcall(read, ...)
+  return ok and found
+end
+
 local lock = false
 local lock_type = redis.call('TYPE', KEYS[1])['ok']
 if lock_type == 'string' or lock_type == 'none' then
-  lock = lock_status(KEYS[1], KEYS[2], KEYS[3])
+  lock = unless_foreign(lock_status, KEYS[1], KEYS[2], KEYS[3])
 end
 
 local rates = {}
@@ -40,7 +46,7 @@ end
 
 return {
   lock,
-  permits_status(KEYS[4], KEYS[5], KEYS[6], KEYS[7], now, limit),
-  permits_status(KEYS[8], KEYS[9], KEYS[10], KEYS[11], now, limit),
+  unless_foreign(permits_status, KEYS[4], KEYS[5], KEYS[6], KEYS[7], now, limit),
+  unless_foreign(permits_status, KEYS[8], KEYS[9], KEYS[10], KEYS[11], now, limit),
   rates,
 }

@@ -252,6 +252,20 @@ pub trait Pass: LockStore {
         let _ = (key, owner, next, ttl, ahead_of_queue);
         async { Ok(None) }
     }
+
+    /// Whether [`pass`](Self::pass) hands a lock over: then a hold can also be handed
+    /// to another process ([`MutexGuard::detach`](crate::MutexGuard::detach) and
+    /// [`Mutex::adopt`](crate::Mutex::adopt)). False unless a store says so.
+    ///
+    /// ```
+    /// # use latchkey::store::Pass;
+    /// fn can_hand_off(store: &impl Pass) -> bool {
+    ///     store.hands_over()
+    /// }
+    /// ```
+    fn hands_over(&self) -> bool {
+        false
+    }
 }
 
 /// Capability: wake a waiter when a release picks it, instead of letting it

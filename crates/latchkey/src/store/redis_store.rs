@@ -637,6 +637,10 @@ impl Pass for RedisStore {
         let fence: u64 = self.run(&call, key).await?;
         Ok((fence > 0).then_some(fence))
     }
+
+    fn hands_over(&self) -> bool {
+        true
+    }
 }
 
 impl WakeUps for RedisStore {

@@ -6,7 +6,8 @@ use std::time::Duration;
 use crate::token::{is_latchkey_owner, mask_owner};
 
 /// `scripts/look/lock.lua`'s reply: holder, pttl, last fence, waiters.
-pub(crate) type LockReply = (Option<String>, i64, Option<u64>, u64);
+/// Bytes, not text: another application's value may be anything.
+pub(crate) type LockReply = (Option<Vec<u8>>, i64, Option<Vec<u8>>, u64);
 
 /// A snapshot of one lock, read atomically by [`Mutex::status`](crate::Mutex::status)
 /// and [`Client::list`](crate::Client::list).
@@ -93,6 +94,9 @@ impl LockStatus {
 
     /// Builds a status from the reply of `scripts/look/lock.lua`.
     pub(crate) fn from_reply((holder, pttl, fence, waiters): LockReply) -> Self {
+        let holder = holder.map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+        // A counter someone overwrote with text is no fence.
+        let fence = fence.and_then(|bytes| std::str::from_utf8(&bytes).ok()?.parse().ok());
         // The counter belongs to latchkey's holders: another library's holder got
         // no fence, and showing an earlier holder's as if it were current misleads.
         let fence = match holder.as_deref().is_some_and(|h| !is_latchkey_owner(h)) {
