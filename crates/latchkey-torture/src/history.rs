@@ -117,18 +117,7 @@ pub struct History {
     pub attempts: Vec<Attempt>,
     pub holds: Vec<Hold>,
     /// Rate-limit calls (rate-limit workload), by when they were sent.
-    pub calls: Vec<Call>,
-}
-
-/// One rate-limit call, as logged.
-#[derive(Clone, Debug)]
-pub struct Call {
-    pub holder: Holder,
-    pub lock: String,
-    pub sent_us: u64,
-    pub recv_us: u64,
-    pub cost: u64,
-    pub allowed: Option<bool>,
+    pub calls: Vec<crate::record::Call>,
 }
 
 impl History {
@@ -216,21 +205,7 @@ impl History {
                     },
                 );
             }
-            Record::Call {
-                holder,
-                lock,
-                sent_us,
-                recv_us,
-                cost,
-                allowed,
-            } => self.calls.push(Call {
-                holder,
-                lock,
-                sent_us,
-                recv_us,
-                cost,
-                allowed,
-            }),
+            Record::Call(call) => self.calls.push(call),
             Record::Ended { holder, end, .. } => {
                 if let Some(hold) = holds.get_mut(&holder) {
                     hold.end = Some(end);

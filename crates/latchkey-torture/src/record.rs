@@ -38,17 +38,7 @@ pub enum Record {
         weight: u64,
     },
     /// A rate limiter's `check(cost)` answered (rate-limit workload).
-    Call {
-        holder: Holder,
-        lock: String,
-        /// When the call was sent and when its answer came: the server decided in
-        /// between, on its own clock.
-        sent_us: u64,
-        recv_us: u64,
-        cost: u64,
-        /// `None`: the call failed (the server was down, the connection reset).
-        allowed: Option<bool>,
-    },
+    Call(Call),
     /// The critical section ended and the guard was released.
     Ended {
         holder: Holder,
@@ -58,6 +48,20 @@ pub enum Record {
         #[serde(flatten)]
         end: HoldEnd,
     },
+}
+
+/// One rate-limit call.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Call {
+    pub holder: Holder,
+    pub lock: String,
+    /// When the call was sent and when its answer came: the server decided in
+    /// between, on its own clock.
+    pub sent_us: u64,
+    pub recv_us: u64,
+    pub cost: u64,
+    /// `None`: the call failed (the server was down, the connection reset).
+    pub allowed: Option<bool>,
 }
 
 /// How an acquisition ended.

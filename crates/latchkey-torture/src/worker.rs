@@ -16,7 +16,7 @@ use crate::attempt::{
     Acquire, Permits, RwSide, attempt, release_aborted, release_to_aborted_waiter,
 };
 use crate::ratelimits::Rate;
-use crate::record::{HoldEnd, Holder, Mode, Outcome, Record, now_us, wall_us};
+use crate::record::{Call, HoldEnd, Holder, Mode, Outcome, Record, now_us, wall_us};
 use crate::{WorkerArgs, Workload};
 
 /// Share of acquisitions that take a fixed lease and then outlive it, as a process
@@ -176,14 +176,14 @@ async fn call_loop(shared: Shared<RedisStore>, mut holder: Holder) {
         let cost = rate.cost(&mut rng);
         let sent_us = now_us();
         let decision = limiter.check(cost).await;
-        shared.write(&Record::Call {
+        shared.write(&Record::Call(Call {
             holder,
             lock,
             sent_us,
             recv_us: now_us(),
             cost,
             allowed: decision.as_ref().ok().map(|d| d.allowed),
-        });
+        }));
         let pause = match decision {
             Ok(_) => rng.random_range(0..8),
             // Do not hammer a server that is down.

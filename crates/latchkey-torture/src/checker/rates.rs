@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{Property, Verdict, amnesia_windows};
-use crate::history::{Call, History};
+use crate::history::History;
+use crate::record::Call;
 
 #[derive(Debug, Default, Serialize)]
 pub struct Stats {
@@ -89,7 +90,7 @@ mod tests {
     use super::super::{Property, check};
     use crate::faults::Fault;
     use crate::ratelimits::Rate;
-    use crate::record::Record;
+    use crate::record::{Call, Record};
 
     /// Calls on a sliding window of 2 per 100 ms, at these (sent, answered) µs.
     fn calls(at: &[(u64, u64)]) -> crate::history::History {
@@ -104,13 +105,15 @@ mod tests {
         let records = at
             .iter()
             .enumerate()
-            .map(|(i, (sent, recv))| Record::Call {
-                holder: holder(0, i as u64),
-                lock: "l".into(),
-                sent_us: *sent,
-                recv_us: *recv,
-                cost: 1,
-                allowed: Some(true),
+            .map(|(i, (sent, recv))| {
+                Record::Call(Call {
+                    holder: holder(0, i as u64),
+                    lock: "l".into(),
+                    sent_us: *sent,
+                    recv_us: *recv,
+                    cost: 1,
+                    allowed: Some(true),
+                })
             })
             .collect();
         history(facts, &[(None, records)])
