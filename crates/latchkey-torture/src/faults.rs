@@ -248,6 +248,10 @@ async fn force_release(url: &str, lock: &str, workload: Workload) -> Option<Stri
                     .map(|_| None),
                 // An operator resets a rate limit: its state is gone, as after a
                 // restart (an amnesia window for the checker).
+                // Transactions have no hold to break: break their locks.
+                (Ok(client), Workload::Transaction) => {
+                    break_lock(&client, &format!("{{{lock}}}:tx")).await
+                }
                 (Ok(client), Workload::RateLimit) => client
                     .force_release(lock, latchkey::Kind::RateLimit)
                     .await

@@ -40,6 +40,10 @@ pub struct RunFacts {
     /// Rate-limit keys left without an expiry after the run.
     #[serde(default)]
     pub rate_keys_without_expiry: Vec<String>,
+    /// Each lock's counter and log of transaction ids after the run (transaction
+    /// workload).
+    #[serde(default)]
+    pub tx_logs: BTreeMap<String, (i64, Vec<String>)>,
     pub locks: Vec<String>,
     /// The quiet phase after the faults (wall µs).
     pub quiet: (u64, u64),
@@ -118,6 +122,8 @@ pub struct History {
     pub holds: Vec<Hold>,
     /// Rate-limit calls (rate-limit workload), by when they were sent.
     pub calls: Vec<crate::record::Call>,
+    /// Transactions (transaction workload).
+    pub txs: Vec<crate::transactions::Tx>,
 }
 
 impl History {
@@ -206,6 +212,7 @@ impl History {
                 );
             }
             Record::Call(call) => self.calls.push(call),
+            Record::Tx(tx) => self.txs.push(tx),
             Record::Ended { holder, end, .. } => {
                 if let Some(hold) = holds.get_mut(&holder) {
                     hold.end = Some(end);

@@ -15,6 +15,7 @@ mod record;
 mod report;
 mod sampler;
 mod servers;
+mod transactions;
 mod worker;
 mod workers;
 
@@ -130,6 +131,10 @@ pub enum Workload {
     #[value(name = "ratelimit")]
     #[serde(rename = "ratelimit")]
     RateLimit,
+    /// Optimistic transactions incrementing a counter and logging their id, half of
+    /// them under a lock (some after its lease ran out). One server: transactions
+    /// are refused on a cluster.
+    Transaction,
 }
 
 fn quorum_size(text: &str) -> Result<usize, String> {
@@ -191,6 +196,12 @@ fn main() -> ExitCode {
 }
 
 async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
+    if args.workload == Workload::Transaction && args.cluster {
+        return Err(
+            "the transaction workload runs on one server: transactions are refused on a cluster"
+                .to_owned(),
+        );
+    }
     if args.workload == Workload::RateLimit {
         // One key of each algorithm at least.
         args.locks = args.locks.max(4);
@@ -255,7 +266,7 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
                 .iter()
                 .map(|lock| (lock.clone(), worker::WRITER))
                 .collect(),
-            Workload::RateLimit => Default::default(),
+            Workload::RateLimit | Workload::Transaction => Default::default(),
         },
         rates: match args.workload {
             Workload::RateLimit => (0..locks.len())
@@ -266,6 +277,10 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
         rate_keys_without_expiry: match args.workload {
             Workload::RateLimit => without_expiry(&servers.url(), &locks).await,
             _ => Vec::new(),
+        },
+        tx_logs: match args.workload {
+            Workload::Transaction => transactions::read_logs(&servers.url(), &locks).await,
+            _ => Default::default(),
         },
         quiet,
         faults,

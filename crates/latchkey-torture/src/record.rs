@@ -39,6 +39,8 @@ pub enum Record {
     },
     /// A rate limiter's `check(cost)` answered (rate-limit workload).
     Call(Call),
+    /// An optimistic transaction ended (transaction workload).
+    Tx(crate::transactions::Tx),
     /// The critical section ended and the guard was released.
     Ended {
         holder: Holder,

@@ -68,6 +68,13 @@ fn print_text(report: &Report) {
         v.overlaps_caught_by_fencing,
         list(&v.overlaps_after_amnesia)
     );
+    let t = &v.transactions;
+    if t.committed + t.not_written + t.unknown > 0 {
+        println!(
+            "transactions: {} committed, {} wrote nothing, {} unknown ({} of those landed), {} commits lost to amnesia",
+            t.committed, t.not_written, t.unknown, t.landed_unknown, t.lost_to_amnesia
+        );
+    }
     if v.rates.calls > 0 {
         println!(
             "rate limits: {} calls, {} allowed, {} denied, {} failed; spans over the limit after amnesia {}",

@@ -75,6 +75,7 @@ pub async fn run(args: WorkerArgs) {
         Workload::Semaphore => run_with(client, args, permits_of).await,
         Workload::RwLock => run_with(client, args, side_of).await,
         Workload::RateLimit => run_calls(client, args).await,
+        Workload::Transaction => run_transactions(client, args).await,
     }
 }
 
@@ -156,6 +157,29 @@ async fn run_calls(client: Client<RedisStore>, args: WorkerArgs) {
         .map(|task| tokio::spawn(call_loop(shared.clone(), shared.holder(task))))
         .collect();
     shared.until_terminated(tasks).await;
+}
+
+/// The transaction workload's tasks.
+async fn run_transactions(client: Client<RedisStore>, args: WorkerArgs) {
+    let shared = Shared::new(client, args).await;
+    let tasks = (0..shared.args.tasks)
+        .map(|task| tokio::spawn(tx_loop(shared.clone(), shared.holder(task))))
+        .collect();
+    shared.until_terminated(tasks).await;
+}
+
+/// Runs transactions on random locks' counters, logging each.
+async fn tx_loop(shared: Shared<RedisStore>, mut holder: Holder) {
+    let mut rng = StdRng::seed_from_u64(holder.seed(shared.args.seed));
+    while !shared.stopping.load(Ordering::Relaxed) {
+        holder.seq += 1;
+        let lock = format!("torture:{}", rng.random_range(0..shared.args.locks));
+        let tx = crate::transactions::run_one(&shared.client, holder, &lock, &mut rng).await;
+        let failed = tx.outcome == crate::transactions::TxOutcome::Unknown;
+        shared.write(&Record::Tx(tx));
+        let pause = if failed { 50 } else { rng.random_range(0..5) };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
 }
 
 /// Calls `check(cost)` on a random key, a few ms apart, logging each call.
@@ -305,7 +329,7 @@ where
                 Workload::Mutex => true,
                 Workload::Semaphore => permits(l) == 1,
                 Workload::RwLock => weight == WRITER,
-                Workload::RateLimit => false,
+                Workload::RateLimit | Workload::Transaction => false,
             },
             hold: match lease {
                 Held::Outlived => shared.args.ttl * 2,

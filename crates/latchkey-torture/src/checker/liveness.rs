@@ -48,7 +48,8 @@ pub fn check(history: &History, verdict: &mut Verdict) {
                             .is_some_and(|end| end.release_end_us <= to)
                 })
                 .count()
-                + allowed_calls(history, incarnation, lock, (from, to));
+                + allowed_calls(history, incarnation, lock, (from, to))
+                + committed_txs(history, incarnation, lock, (from, to));
             let fewest = verdict.liveness.fewest.get_or_insert(completed);
             *fewest = (*fewest).min(completed);
             if completed == 0 {
@@ -85,6 +86,28 @@ fn allowed_calls(
                 && call.allowed == Some(true)
                 && call.sent_us >= from
                 && call.recv_us <= to
+        })
+        .count()
+}
+
+/// Transactions `incarnation` committed on `lock` inside `[from, to]`: the
+/// transaction workload's way of taking a lock.
+fn committed_txs(
+    history: &History,
+    incarnation: &crate::workers::Incarnation,
+    lock: &str,
+    (from, to): (u64, u64),
+) -> usize {
+    history
+        .txs
+        .iter()
+        .filter(|tx| {
+            tx.holder.worker == incarnation.worker
+                && tx.holder.incarnation == incarnation.incarnation
+                && tx.lock == lock
+                && tx.outcome == crate::transactions::TxOutcome::Committed
+                && tx.sent_us >= from
+                && tx.recv_us <= to
         })
         .count()
 }

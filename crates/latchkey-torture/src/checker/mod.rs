@@ -11,6 +11,7 @@ mod liveness;
 mod orphans;
 mod rates;
 mod resurrection;
+mod transactions;
 mod waits;
 
 use std::collections::BTreeMap;
@@ -49,6 +50,8 @@ pub enum Property {
     Resurrection,
     /// No rate limit allowed more than its policy; every key expires.
     RateLimit,
+    /// Every transaction's write landed once, or not at all when it said so.
+    Transactions,
 }
 
 /// One broken promise.
@@ -85,6 +88,7 @@ pub struct Verdict {
     pub orphans: orphans::Stats,
     pub resurrections: resurrection::Stats,
     pub rates: rates::Stats,
+    pub transactions: transactions::Stats,
     /// Violations by property.
     pub violations: BTreeMap<Property, usize>,
     /// The first few of each property.
@@ -118,6 +122,7 @@ pub fn check(history: &History) -> Verdict {
     orphans::check(history, &mut verdict);
     resurrection::check(history, &mut verdict);
     rates::check(history, &mut verdict);
+    transactions::check(history, &mut verdict);
     verdict
 }
 

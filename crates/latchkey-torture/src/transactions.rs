@@ -1,0 +1,174 @@
+//! The transaction workload: every task runs optimistic transactions that read a
+//! counter and write it back one higher, and append the transaction's own id to a
+//! log, in one MULTI/EXEC. Half of them run under a lock (`guard.transaction`), some
+//! after that lock's lease has run out. The log read back after the run shows every
+//! write that landed, exactly once each.
+
+use std::time::Duration;
+
+use latchkey::store::RedisStore;
+use latchkey::{Client, Error, Lease};
+use rand::Rng;
+use rand::rngs::StdRng;
+use serde::{Deserialize, Serialize};
+
+use crate::record::{Holder, now_us};
+
+/// How a transaction ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TxOutcome {
+    /// EXEC ran: its writes are in.
+    Committed,
+    /// Given up on conflicts, or the lock was lost first: nothing was written.
+    NotWritten,
+    /// The connection failed at the EXEC, or before it: it may or may not have run.
+    Unknown,
+}
+
+/// One transaction, as a worker logs it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Tx {
+    pub holder: Holder,
+    pub lock: String,
+    /// The id it appends to the log.
+    pub id: String,
+    /// Run under a lock (`guard.transaction`).
+    pub guarded: bool,
+    pub sent_us: u64,
+    pub recv_us: u64,
+    pub outcome: TxOutcome,
+}
+
+/// The counter and the log of `lock`, in its hash slot.
+pub fn keys(lock: &str) -> (String, String) {
+    (format!("{{{lock}}}:count"), format!("{{{lock}}}:log"))
+}
+
+/// Runs one transaction on `lock` with id `id`, under a lock one time in two (and
+/// then, one time in five, only after that lock's fixed lease has run out).
+pub async fn run_one(
+    client: &Client<RedisStore>,
+    holder: Holder,
+    lock: &str,
+    rng: &mut StdRng,
+) -> Tx {
+    let id = format!(
+        "{}.{}.{}.{}",
+        holder.worker, holder.incarnation, holder.task, holder.seq
+    );
+    let guarded = rng.random_bool(0.5);
+    let outlive = rng.random_bool(0.2);
+    let sent_us = now_us();
+    let outcome = match guarded {
+        false => unguarded(client, lock, &id).await,
+        true => guarded_by_lock(client, lock, &id, outlive).await,
+    };
+    Tx {
+        holder,
+        lock: lock.to_owned(),
+        id,
+        guarded,
+        sent_us,
+        recv_us: now_us(),
+        outcome,
+    }
+}
+
+async fn unguarded(client: &Client<RedisStore>, lock: &str, id: &str) -> TxOutcome {
+    let (count, log) = keys(lock);
+    let Ok(tx) = client.transaction(&[&count, &log]) else {
+        return TxOutcome::NotWritten;
+    };
+    outcome(
+        tx.run(|reads| increment(reads, count.clone(), log.clone(), id.to_owned()))
+            .await,
+    )
+}
+
+/// Under the lock `{lock}:tx`; with `outlive`, the transaction starts only after
+/// the lock's 50 ms fixed lease ran out: it must then write nothing.
+async fn guarded_by_lock(
+    client: &Client<RedisStore>,
+    lock: &str,
+    id: &str,
+    outlive: bool,
+) -> TxOutcome {
+    let (count, log) = keys(lock);
+    let Ok(mutex) = client.mutex(&format!("{{{lock}}}:tx")) else {
+        return TxOutcome::NotWritten;
+    };
+    let mutex = match outlive {
+        true => match Lease::fixed(Duration::from_millis(50)) {
+            Ok(lease) => mutex.with_lease(lease),
+            Err(_) => return TxOutcome::NotWritten,
+        },
+        false => mutex,
+    };
+    let Ok(guard) = mutex.lock_timeout(Duration::from_secs(2)).await else {
+        return TxOutcome::NotWritten;
+    };
+    if outlive {
+        tokio::time::sleep(Duration::from_millis(80)).await;
+    }
+    let Ok(tx) = guard.transaction(&[&count, &log]) else {
+        return TxOutcome::NotWritten;
+    };
+    let result = tx
+        .run(|reads| increment(reads, count.clone(), log.clone(), id.to_owned()))
+        .await;
+    let _ = guard.release().await;
+    outcome(result)
+}
+
+/// Reads the counter, writes it one higher and logs `id`.
+async fn increment(
+    reads: latchkey::transaction::Reads,
+    count: String,
+    log: String,
+    id: String,
+) -> latchkey::Result<Option<redis::Pipeline>> {
+    let now: Option<i64> = reads.get(&count).await?;
+    let mut writes = latchkey::redis::pipe();
+    writes
+        .set(&count, now.unwrap_or(0) + 1)
+        .ignore()
+        .rpush(&log, id)
+        .ignore();
+    Ok(Some(writes))
+}
+
+fn outcome(result: latchkey::Result<Option<()>>) -> TxOutcome {
+    match result {
+        Ok(_) => TxOutcome::Committed,
+        Err(Error::Contended { .. } | Error::LeaseLost { .. }) => TxOutcome::NotWritten,
+        Err(_) => TxOutcome::Unknown,
+    }
+}
+
+/// The log of every lock after the run: (counter, ids in order), read from the
+/// lock server at `url`; `None` for a lock whose keys could not be read.
+pub async fn read_logs(
+    url: &str,
+    locks: &[String],
+) -> std::collections::BTreeMap<String, (i64, Vec<String>)> {
+    let mut logs = std::collections::BTreeMap::new();
+    let Ok(client) = redis::Client::open(url) else {
+        return logs;
+    };
+    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+        return logs;
+    };
+    for lock in locks {
+        let (count, log) = keys(lock);
+        let read: redis::RedisResult<(Option<i64>, Vec<String>)> = redis::pipe()
+            .get(&count)
+            .lrange(&log, 0, -1)
+            .query_async(&mut conn)
+            .await;
+        if let Ok((count, ids)) = read {
+            logs.insert(lock.clone(), (count.unwrap_or(0), ids));
+        }
+    }
+    logs
+}
