@@ -151,6 +151,13 @@ impl Fault {
         )
     }
 
+    /// Whether the server may lose data written before it: every fault that forgets
+    /// grants, and a restart that comes back empty only after the leases ran out
+    /// (harmless to locks, not to a counter or a rate limit's state).
+    pub fn loses_data(self) -> bool {
+        self.forgets() || matches!(self, Fault::RestartRedisLate | Fault::RestartMasterLate)
+    }
+
     /// Whether it hits the lock server or the network to it (rather than a worker
     /// process, or nothing at once, as a snapshot).
     pub fn hits_redis(self) -> bool {

@@ -136,11 +136,21 @@ struct Amnesia {
 }
 
 fn amnesia_windows(history: &History) -> Vec<Amnesia> {
+    windows_where(history, Fault::forgets)
+}
+
+/// The faults during which the server may have lost data (not only grants): for
+/// the workloads that keep data in it, rate limits and transactions.
+fn data_loss_windows(history: &History) -> Vec<Amnesia> {
+    windows_where(history, Fault::loses_data)
+}
+
+fn windows_where(history: &History, lost: fn(Fault) -> bool) -> Vec<Amnesia> {
     history
         .facts
         .faults
         .iter()
-        .filter(|window| window.fault.forgets())
+        .filter(|window| lost(window.fault))
         .map(|window| Amnesia {
             from_us: window.from_us,
             back_us: window.to_us,

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{Property, Verdict, amnesia_windows};
+use super::{Property, Verdict, data_loss_windows};
 use crate::history::History;
 use crate::record::Call;
 
@@ -39,7 +39,7 @@ pub fn check(history: &History, verdict: &mut Verdict) {
             None => verdict.rates.failed += 1,
         }
     }
-    let amnesia = amnesia_windows(history);
+    let amnesia = data_loss_windows(history);
     for (key, calls) in allowed {
         let Some(rate) = history.facts.rates.get(key) else {
             continue;

@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::{Property, Verdict, amnesia_windows};
+use super::{Property, Verdict, data_loss_windows};
 use crate::history::History;
 use crate::transactions::{Tx, TxOutcome};
 
@@ -48,7 +48,7 @@ pub fn check(history: &History, verdict: &mut Verdict) {
         .filter(|i| i.killed_us.is_some())
         .map(|i| (i.worker, i.incarnation))
         .collect();
-    let amnesia = amnesia_windows(history);
+    let amnesia = data_loss_windows(history);
     for (lock, (count, ids)) in &history.facts.tx_logs {
         let mut seen = HashSet::new();
         for id in ids {
