@@ -220,7 +220,13 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
     let dir = run_dir()?;
     let mut workers = Workers::start(&args, dir.clone(), servers.url(), resource.url())
         .map_err(|e| format!("starting the workers: {e}"))?;
-    let sampler = Sampler::start(servers.sampled(), locks.clone());
+    let keys = match args.workload {
+        Workload::Mutex => sampler::Keys::Lock,
+        Workload::Semaphore => sampler::Keys::Permits("sem"),
+        Workload::RwLock => sampler::Keys::Permits("rw"),
+        Workload::RateLimit | Workload::Transaction => sampler::Keys::None,
+    };
+    let sampler = Sampler::start(servers.sampled(), locks.clone(), keys);
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut faults = Vec::new();

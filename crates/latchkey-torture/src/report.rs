@@ -51,7 +51,6 @@ fn print_text(report: &Report) {
             "capacity (permits; a read-write lock's writer takes all): {}",
             list(report.capacity)
         );
-        println!("orphan holds: not sampled for this workload (the sampler reads lock keys)");
     }
     println!("faults: {}", list(&report.faults));
     for (mode, outcomes) in &v.attempts {

@@ -1,6 +1,7 @@
 //! Watches who holds each lock in Redis itself, every 20 ms, on the current primary
 //! (on a quorum, what a majority of the masters hold): the evidence for the "no
-//! orphan holds" check.
+//! orphan holds" check. For a semaphore or read-write lock, every live permit's
+//! owner is a holder.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -36,6 +37,18 @@ pub struct HoldRun {
     pub first_pttl_ms: i64,
 }
 
+/// Where a lock's holders are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// The lock key: one owner token, with a PTTL.
+    Lock,
+    /// The holders set of the semaphore (`sem`) or read-write lock (`rw`) of the
+    /// name: members `<weight>*<owner>` scored by lease end.
+    Permits(&'static str),
+    /// Nothing to sample (rate limits, transactions).
+    None,
+}
+
 /// Where the locks live.
 pub enum Target {
     /// The primary on this port (it changes on a failover).
@@ -61,9 +74,11 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    pub fn start(target: Target, locks: Vec<String>) -> Sampler {
+    /// Samples `locks`, whose holders are in `keys` (the lock keys, or a
+    /// semaphore's or read-write lock's holders sets).
+    pub fn start(target: Target, locks: Vec<String>, keys: Keys) -> Sampler {
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(sample(target, locks, stopped));
+        let task = tokio::spawn(sample(target, (locks, keys), stopped));
         Sampler { stop, task }
     }
 
@@ -75,9 +90,13 @@ impl Sampler {
 
 async fn sample(
     target: Target,
-    locks: Vec<String>,
+    (locks, keys): (Vec<String>, Keys),
     mut stopped: oneshot::Receiver<()>,
 ) -> Vec<HoldRun> {
+    if keys == Keys::None {
+        let _ = stopped.await;
+        return Vec::new();
+    }
     let mut runs = Runs::new(locks.len());
     let mut conn: Option<Sampled> = None;
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
@@ -98,8 +117,8 @@ async fn sample(
         }
         let sent = now_us();
         let seen = match &mut conn {
-            Some(Sampled::Node(_, node)) => holders(node, &locks).await,
-            Some(Sampled::Cluster(cluster)) => holders(cluster, &locks).await,
+            Some(Sampled::Node(_, node)) => holders(node, &locks, keys).await,
+            Some(Sampled::Cluster(cluster)) => holders(cluster, &locks, keys).await,
             Some(Sampled::Quorum(masters)) => majority_holders(&target, masters, &locks).await,
             None => continue,
         };
@@ -151,7 +170,7 @@ async fn majority_holders(
     target: &Target,
     masters: &mut [Option<MultiplexedConnection>],
     locks: &[String],
-) -> Option<Vec<(Option<String>, i64)>> {
+) -> Option<Vec<Vec<(String, i64)>>> {
     let Target::Quorum(ports) = target else {
         return None;
     };
@@ -161,7 +180,7 @@ async fn majority_holders(
             *conn = connect_node(port).await;
         }
         let Some(node) = conn else { continue };
-        match holders(node, locks).await {
+        match holders(node, locks, Keys::Lock).await {
             Some(seen) => answers.push(seen),
             None => *conn = None,
         }
@@ -175,13 +194,14 @@ async fn majority_holders(
             let copies: Vec<(String, i64)> = answers
                 .iter()
                 .filter_map(|seen| {
-                    let (token, pttl) = &seen[lock];
-                    let token = token.as_deref()?;
-                    let owner = token.split_once('/').map_or(token, |(_, owner)| owner);
+                    let (token, pttl) = seen[lock].first()?;
+                    let owner = token
+                        .split_once('/')
+                        .map_or(token.as_str(), |(_, owner)| owner);
                     Some((owner.to_owned(), *pttl))
                 })
                 .collect();
-            majority_copy(copies, majority).map_or((None, -2), |(t, p)| (Some(t), p))
+            majority_copy(copies, majority).into_iter().collect()
         })
         .collect();
     Some(held)
@@ -205,33 +225,56 @@ fn majority_copy(copies: Vec<(String, i64)>, majority: usize) -> Option<(String,
     Some((token, if pttl == i64::MAX { -1 } else { pttl }))
 }
 
-/// Every lock's holder token and PTTL, each lock's read atomically (on a cluster
-/// the locks live on different shards).
+/// Every lock's holders (owner token and PTTL), each lock's read atomically (on a
+/// cluster the locks live on different shards).
 async fn holders(
     conn: &mut impl ConnectionLike,
     locks: &[String],
-) -> Option<Vec<(Option<String>, i64)>> {
+    keys: Keys,
+) -> Option<Vec<Vec<(String, i64)>>> {
     let mut seen = Vec::with_capacity(locks.len());
     for lock in locks {
         let mut pipe = redis::pipe();
-        pipe.atomic().get(lock).pttl(lock);
-        let reply = tokio::time::timeout(SAMPLE_TIMEOUT, pipe.query_async(conn)).await;
-        let (token, pttl): (Option<String>, i64) = reply.ok()?.ok()?;
-        seen.push((token, pttl));
+        let holders = match keys {
+            Keys::Permits(kind) => {
+                let set = format!("{{{lock}}}:lk:{kind}");
+                pipe.atomic().cmd("TIME").zrange_withscores(&set, 0, -1);
+                let reply = tokio::time::timeout(SAMPLE_TIMEOUT, pipe.query_async(conn)).await;
+                let ((secs, micros), members): ((u64, u64), Vec<(String, i64)>) =
+                    reply.ok()?.ok()?;
+                let now_ms = i64::try_from(secs * 1000 + micros / 1000).ok()?;
+                members
+                    .into_iter()
+                    .filter(|(_, ends)| *ends > now_ms)
+                    .filter_map(|(member, ends)| {
+                        let (_, owner) = member.split_once('*')?;
+                        Some((owner.to_owned(), ends - now_ms))
+                    })
+                    .collect()
+            }
+            Keys::Lock | Keys::None => {
+                pipe.atomic().get(lock).pttl(lock);
+                let reply = tokio::time::timeout(SAMPLE_TIMEOUT, pipe.query_async(conn)).await;
+                let (token, pttl): (Option<String>, i64) = reply.ok()?.ok()?;
+                token.map(|token| (token, pttl)).into_iter().collect()
+            }
+        };
+        seen.push(holders);
     }
     Some(seen)
 }
 
-/// The runs seen so far: one open run per lock, and those that ended.
+/// The runs seen so far: the open runs of each lock (one per token seen in the
+/// last sample), and those that ended.
 struct Runs {
-    open: Vec<Option<HoldRun>>,
+    open: Vec<Vec<HoldRun>>,
     done: Vec<HoldRun>,
 }
 
 impl Runs {
     fn new(locks: usize) -> Self {
         Runs {
-            open: vec![None; locks],
+            open: vec![Vec::new(); locks],
             done: Vec::new(),
         }
     }
@@ -240,27 +283,30 @@ impl Runs {
     fn saw(
         &mut self,
         locks: &[String],
-        holders: Vec<(Option<String>, i64)>,
+        holders: Vec<Vec<(String, i64)>>,
         sent: u64,
         answered: u64,
     ) {
-        for ((lock, open), (token, pttl)) in locks.iter().zip(&mut self.open).zip(holders) {
-            match (open.as_mut(), &token) {
-                (Some(run), Some(token)) if run.token == *token => {
-                    run.last_us = sent;
-                    continue;
+        for ((lock, open), seen) in locks.iter().zip(&mut self.open).zip(holders) {
+            // Runs whose token is gone end; tokens still there go on.
+            let (going_on, ended): (Vec<HoldRun>, Vec<HoldRun>) = std::mem::take(open)
+                .into_iter()
+                .partition(|run| seen.iter().any(|(token, _)| *token == run.token));
+            self.done.extend(ended);
+            *open = going_on;
+            for (token, pttl) in seen {
+                match open.iter_mut().find(|run| run.token == token) {
+                    Some(run) => run.last_us = sent,
+                    None => open.push(HoldRun {
+                        lock: lock.clone(),
+                        token,
+                        first_us: answered,
+                        first_sent_us: sent,
+                        last_us: sent,
+                        first_pttl_ms: pttl,
+                    }),
                 }
-                _ => {}
             }
-            self.done.extend(open.take());
-            *open = token.map(|token| HoldRun {
-                lock: lock.clone(),
-                token,
-                first_us: answered,
-                first_sent_us: sent,
-                last_us: sent,
-                first_pttl_ms: pttl,
-            });
         }
     }
 

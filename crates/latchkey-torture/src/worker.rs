@@ -259,6 +259,9 @@ impl<S> Shared<S> {
         for task in tasks {
             let _ = task.await;
         }
+        // As the docs ask of a process that exits: the releases of dropped guards
+        // (an aborted release's) must land, not die with the runtime.
+        latchkey::finish_background_releases(Duration::from_secs(3)).await;
     }
 }
 
