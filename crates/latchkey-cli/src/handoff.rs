@@ -28,13 +28,15 @@ pub async fn acquire(global: &Global, args: AcquireArgs) -> Result<u8, Failure> 
     connect::check_name(global, name)?;
     let lease = Lease::fixed(args.take.ttl)?;
     let wait = Wait::from(&args.take);
+    // A signal while waiting leaves the queue, as `run` does.
+    let mut signals = run::Signals::listen()?;
     let fairness = match args.fair {
         true => Fairness::Fair,
         false => Fairness::Plain,
     };
     connect::with_client!(global, until wait.deadline(), client => {
         let mutex = client.mutex(name)?.with_lease(lease).with_fairness(fairness);
-        let token = run::take(&mutex, wait).await?.detach()?;
+        let token = run::wait_for(run::take(&mutex, wait), name, &mut signals).await?.detach()?;
         if let Err(error) = print_token(name, &token, &args) {
             // Nobody will ever have the token: give the lock back now.
             let _ = mutex.release_held(&token).await;
@@ -94,6 +96,9 @@ pub async fn release(global: &Global, args: &ReleaseArgs, token: &str) -> Result
     let released = connect::with_client!(global, client => {
         client.mutex(name)?.release_held(&token).await?
     });
+    if args.json {
+        output::json(&serde_json::json!({ "name": name, "released": released }))?;
+    }
     match released {
         true => Ok(0),
         false => Err(lost(name)),

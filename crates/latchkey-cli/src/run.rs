@@ -157,10 +157,7 @@ async fn hold_and_run<S: Pass + WakeUps>(
     hold: &HoldArgs,
     mut signals: Signals,
 ) -> Result<u8, Failure> {
-    let guard = tokio::select! {
-        taken = taking => taken?,
-        signal = signals.recv() => return Err(interrupted(signal, name).await),
-    };
+    let guard = wait_for(taking, name, &mut signals).await?;
     tracing::debug!(lock = %name, fence = guard.fence(), "taken");
     let child = match spawn(name, hold, &guard) {
         Ok(child) => child,
@@ -180,6 +177,19 @@ async fn hold_and_run<S: Pass + WakeUps>(
         reaper.dismiss().await;
     }
     outcome
+}
+
+/// Waits for `taking`; a signal meanwhile (INT, TERM, HUP) abandons the wait and
+/// ends latchkey with 128 + N, after leaving the queue.
+pub async fn wait_for<S: Pass + WakeUps>(
+    taking: impl Future<Output = latchkey::Result<MutexGuard<S>>>,
+    name: &str,
+    signals: &mut Signals,
+) -> Result<MutexGuard<S>, Failure> {
+    tokio::select! {
+        taken = taking => Ok(taken?),
+        signal = signals.recv() => Err(interrupted(signal, name).await),
+    }
 }
 
 /// A signal ended the wait: the dropped wait leaves the queue in the background;
@@ -257,10 +267,10 @@ const CAUGHT: [Signal; 7] = [
 ];
 
 /// The caught signals, as they arrive.
-struct Signals(tokio::sync::mpsc::UnboundedReceiver<Signal>);
+pub struct Signals(tokio::sync::mpsc::UnboundedReceiver<Signal>);
 
 impl Signals {
-    fn listen() -> Result<Self, Failure> {
+    pub fn listen() -> Result<Self, Failure> {
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         for caught in CAUGHT {
             let mut stream = signal(SignalKind::from_raw(caught as i32))

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::SpawnRunning;
+
 use std::process::Output;
 
 use latchkey_testkit::RedisServer;
@@ -126,4 +128,35 @@ fn bad_tokens_and_mixed_flags_are_usage_errors() {
             .code(),
         Some(0)
     );
+}
+
+#[test]
+fn a_signal_while_acquire_waits_leaves_the_queue() {
+    let server = RedisServer::start().unwrap();
+    let held = run(&server, &["acquire", "job", "--ttl", "30s"]);
+    assert_eq!(held.status.code(), Some(0));
+    let mut waiter = common::latchkey(
+        &server.url(),
+        &["acquire", "job", "--fair", "--wait", "20s"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn_running();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !text(&run(&server, &["status", "job"]).stdout).contains("1 waiting") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the waiter never queued"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(waiter.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = waiter.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(text(&run(&server, &["status", "job"]).stdout).contains("0 waiting"));
+    let token = text(&held.stdout);
+    let json = run(&server, &["release", "job", "--token", &token, "--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value["released"], true);
 }
