@@ -115,6 +115,28 @@ impl Sentinels {
     }
 }
 
+impl Sentinels {
+    /// Waits until the data server on `port` runs as a replica: the Sentinels
+    /// demoted an old primary. Until then it still takes writes from the clients
+    /// still connected to it (Sentinel's split brain after a failover).
+    ///
+    /// ```no_run
+    /// # let set = latchkey_testkit::Sentinels::start()?;
+    /// let old = set.primary_port()?;
+    /// set.failover()?;
+    /// set.wait_demoted(old)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn wait_demoted(&self, port: u16) -> io::Result<()> {
+        wait_for("the old primary demoted to a replica", || {
+            let Some(server) = self.servers.iter().find(|s| s.port() == port) else {
+                return Ok(true);
+            };
+            Ok(server.info_field("replication", "role")?.as_deref() == Some("slave"))
+        })
+    }
+}
+
 /// `SENTINEL MASTER name` as field → value.
 fn master_fields(sentinel: &RedisServer) -> io::Result<HashMap<String, String>> {
     let flat: Vec<String> =

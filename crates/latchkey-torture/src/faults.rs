@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::Workload;
 use crate::lock_cluster::ClusterServers;
 use crate::lock_quorum::QuorumServers;
+use crate::lock_sentinel::SentinelServers;
 use crate::lock_servers::LockServers;
 use crate::record::now_us;
 use crate::servers::Servers;
@@ -72,6 +73,9 @@ pub enum Fault {
     RestartMasterLate,
     /// (`--quorum`) Kill one master and restart it at once from its append-only file.
     KillMaster,
+    /// (`--sentinel`) `SENTINEL FAILOVER`: the replica is promoted at once, maybe
+    /// without the primary's last writes.
+    SentinelFailover,
     /// An operator breaks a random lock (`latchkey release --force`): its holder must
     /// learn it at its next renewal, and nothing may take the lock back.
     ForceRelease,
@@ -108,6 +112,16 @@ impl Fault {
         Fault::PausePrimary,
     ];
 
+    /// The faults of a `--sentinel` run.
+    pub const SENTINEL: [Fault; 6] = [
+        Fault::ForceRelease,
+        Fault::KillWorker,
+        Fault::PauseWorker,
+        Fault::SentinelFailover,
+        Fault::KillPrimary,
+        Fault::PausePrimary,
+    ];
+
     /// The faults of a `--quorum` run: the network faults hit the proxy of one
     /// master (a connection reset hits them all).
     pub const QUORUM: [Fault; 12] = [
@@ -130,6 +144,7 @@ impl Fault {
             Servers::Single(_) => &Fault::ALL,
             Servers::Cluster(_) => &Fault::CLUSTER,
             Servers::Quorum(_) => &Fault::QUORUM,
+            Servers::Sentinel(_) => &Fault::SENTINEL,
         };
         faults[rng.random_range(0..faults.len())]
     }
@@ -146,6 +161,7 @@ impl Fault {
                 | Fault::RestartFromSnapshot
                 | Fault::RestartFromAof
                 | Fault::Failover
+                | Fault::SentinelFailover
                 | Fault::KillPrimary
                 | Fault::PausePrimary
         )
@@ -176,6 +192,7 @@ impl Fault {
             Fault::RestartFromSnapshot
                 | Fault::RestartFromAof
                 | Fault::Failover
+                | Fault::SentinelFailover
                 | Fault::KillPrimary
                 | Fault::PausePrimary
         )
@@ -216,6 +233,7 @@ pub async fn inject(
         (_, Servers::Single(servers)) => on_one_node(fault, ttl, servers, rng).await?,
         (_, Servers::Cluster(cluster)) => on_cluster(fault, cluster, rng).await?,
         (_, Servers::Quorum(quorum)) => on_quorum(fault, ttl, quorum, rng).await?,
+        (_, Servers::Sentinel(set)) => on_sentinel(fault, set).await?,
     }
     Ok(FaultWindow {
         fault,
@@ -320,6 +338,18 @@ async fn on_cluster(
         }
         other => Err(io::Error::other(format!(
             "{other:?} is not a cluster fault"
+        ))),
+    }
+}
+
+/// A failover of the Sentinel-watched pair.
+async fn on_sentinel(fault: Fault, set: &mut SentinelServers) -> io::Result<()> {
+    match fault {
+        Fault::SentinelFailover => set.fail_over().await,
+        Fault::KillPrimary => set.kill_primary().await,
+        Fault::PausePrimary => set.pause_primary().await,
+        other => Err(io::Error::other(format!(
+            "{other:?} is not a Sentinel fault"
         ))),
     }
 }

@@ -9,6 +9,7 @@ mod faults;
 mod history;
 mod lock_cluster;
 mod lock_quorum;
+mod lock_sentinel;
 mod lock_servers;
 mod ratelimits;
 mod record;
@@ -31,6 +32,7 @@ use crate::faults::Fault;
 use crate::history::{History, RunFacts};
 use crate::lock_cluster::ClusterServers;
 use crate::lock_quorum::QuorumServers;
+use crate::lock_sentinel::SentinelServers;
 use crate::lock_servers::LockServers;
 use crate::record::{micros, now_us};
 use crate::sampler::Sampler;
@@ -103,6 +105,11 @@ pub struct RunArgs {
     /// to one of them.
     #[arg(long, value_name = "N", value_parser = quorum_size)]
     quorum: Option<usize>,
+    /// Lock on a primary and its replica watched by three Sentinels, which the
+    /// workers ask for the primary; faults make Sentinel fail over (asked for, or
+    /// the primary killed or paused past its down-after time).
+    #[arg(long, conflicts_with_all = ["cluster", "quorum"])]
+    sentinel: bool,
     /// What the tasks contend for: locks, or weighted permits of semaphores (one
     /// Redis deployment: not with --quorum).
     #[arg(long, value_enum, default_value_t = Workload::Mutex, conflicts_with = "quorum")]
@@ -210,6 +217,7 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
     println!("seed {seed} (repeat with --seed {seed})");
     let locks: Vec<String> = (0..args.locks).map(|l| format!("torture:{l}")).collect();
     let mut servers = tokio::task::block_in_place(|| match (args.cluster, args.quorum) {
+        _ if args.sentinel => SentinelServers::start().map(Servers::Sentinel),
         (true, _) => ClusterServers::start(locks.clone()).map(Servers::Cluster),
         (false, Some(count)) => QuorumServers::start(count).map(Servers::Quorum),
         (false, None) => LockServers::start().map(|servers| Servers::Single(Box::new(servers))),
@@ -285,7 +293,10 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
             _ => Vec::new(),
         },
         tx_logs: match args.workload {
-            Workload::Transaction => transactions::read_logs(&servers.url(), &locks).await,
+            Workload::Transaction => match servers.data_url() {
+                Some(url) => transactions::read_logs(&url, &locks).await,
+                None => Default::default(),
+            },
             _ => Default::default(),
         },
         quiet,

@@ -79,13 +79,19 @@ pub async fn run(args: WorkerArgs) {
     }
 }
 
-/// A client of the one Redis deployment a `--lock-url` names: `cluster:SEED,SEED…`
-/// or one server's URL (not a quorum).
+/// A client of the one Redis deployment a `--lock-url` names: `cluster:SEED,SEED…`,
+/// `sentinel:MASTER@URL,URL…` or one server's URL (not a quorum).
 pub async fn open(url: &str) -> latchkey::Result<Client<RedisStore>> {
-    match url.strip_prefix("cluster:") {
-        Some(seeds) => Client::open_cluster(&seeds.split(',').collect::<Vec<_>>()).await,
-        None => Client::open(url).await,
+    if let Some(seeds) = url.strip_prefix("cluster:") {
+        return Client::open_cluster(&seeds.split(',').collect::<Vec<_>>()).await;
     }
+    if let Some((master, sentinels)) = url
+        .strip_prefix("sentinel:")
+        .and_then(|s| s.split_once('@'))
+    {
+        return Client::open_sentinel(master, &sentinels.split(',').collect::<Vec<_>>()).await;
+    }
+    Client::open(url).await
 }
 
 /// The lock `torture:{l}`, as `held` wants it.
