@@ -64,3 +64,46 @@ async fn an_unknown_master_name_is_a_clear_error() {
     let err = Client::open_sentinel("", &set.urls()).await.unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
 }
+
+/// After `SENTINEL FAILOVER` the old primary still answers as a master for seconds,
+/// until the Sentinels demote it. A client connected to it must move to the new
+/// primary by itself, not lock on the old one meanwhile (two holders of one lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_failover_locks_go_to_the_new_primary_not_the_old_one_still_answering() {
+    let set = Sentinels::start().unwrap();
+    let client = client(&set).await;
+    drop(client.mutex("before").unwrap().lock().await.unwrap());
+    let old = set.primary_port().unwrap();
+    tokio::task::block_in_place(|| set.failover().unwrap());
+    let new = set.primary_port().unwrap();
+    // Within a couple of the client's checks (every 500 ms).
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let _guard = client.mutex("after").unwrap().lock().await.unwrap();
+    let holds = |port: u16| {
+        let server = set.servers().iter().find(|s| s.port() == port).unwrap();
+        let mut conn = server.connection().unwrap();
+        redis::cmd("EXISTS")
+            .arg("after")
+            .query::<bool>(&mut conn)
+            .unwrap()
+    };
+    assert!(holds(new), "the lock is on the primary the Sentinels name");
+    let old_role: String = {
+        let server = set.servers().iter().find(|s| s.port() == old).unwrap();
+        let mut conn = server.connection().unwrap();
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut conn)
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("role:"))
+            .unwrap_or("")
+            .trim()
+            .to_owned()
+    };
+    // The old primary has either been demoted (and holds a replicated copy) or,
+    // still a master, must not have taken the lock itself.
+    if old_role == "master" {
+        assert!(!holds(old), "the lock was taken on the old primary");
+    }
+}

@@ -65,12 +65,18 @@ impl Connection {
     /// Our own connection to `target`, made at the first command and made afresh
     /// whenever a reply times out (behind Sentinel, also after a failover).
     pub(crate) fn replaceable(target: Target, config: ConnectionManagerConfig) -> Self {
-        Connection(Link::Replaced(Arc::new(Replaceable {
+        let follows_failover = target.follows_failover();
+        let replaceable = Arc::new(Replaceable {
             target,
             config,
             current: Mutex::new((0, None)),
+            address: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(None),
-        })))
+        });
+        if follows_failover {
+            watch_primary(Arc::downgrade(&replaceable));
+        }
+        Connection(Link::Replaced(replaceable))
     }
 
     /// Whether this connection goes to a Redis Cluster.
@@ -119,6 +125,9 @@ struct Replaceable {
     /// The connection in use (`None`: make one), numbered so that concurrent
     /// failures replace it once.
     current: Mutex<(u64, Option<Live>)>,
+    /// The address the connection in use goes to (behind Sentinel: the primary it
+    /// was named when connecting).
+    address: Mutex<Option<String>>,
     /// Held while making a connection, so concurrent commands wait for one attempt
     /// instead of each asking the Sentinels (or reading the slot map) again; it keeps
     /// the last failed attempt (when it ended, and why), which those that waited for
@@ -153,16 +162,38 @@ impl Replaceable {
                 return Err(error.clone());
             }
         }
-        let fresh = match self.target.connect(&self.config).await {
+        let (fresh, address) = match self.target.connect(&self.config).await {
             Ok(fresh) => fresh,
             Err(error) => {
                 *last_failure = Some((std::time::Instant::now(), error.clone()));
                 return Err(error);
             }
         };
+        *self.address.lock().unwrap_or_else(|p| p.into_inner()) = address;
         let mut current = self.lock();
         current.1 = Some(fresh.clone());
         Ok((current.0, fresh))
+    }
+
+    /// Drops the connection in use if it goes to another server than `primary`:
+    /// the next command connects to the primary the Sentinels name now.
+    fn follow(&self, primary: &str) {
+        let connected = self
+            .address
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if connected
+            .as_deref()
+            .is_none_or(|address| address == primary)
+        {
+            return;
+        }
+        let mut current = self.lock();
+        if current.1.is_some() {
+            tracing::debug!(primary, "the Sentinels name another primary: reconnecting");
+            *current = (current.0 + 1, None);
+        }
     }
 
     /// Drops connection number `generation` (if nobody did yet) after a `reply` that
@@ -180,6 +211,31 @@ impl Replaceable {
             *current = (generation + 1, None);
         }
     }
+}
+
+/// How often a connection behind Sentinel asks which server is the primary.
+const PRIMARY_CHECK: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Behind Sentinel, asks the Sentinels every [`PRIMARY_CHECK`] which server is the
+/// primary, and moves the connection there when it changed. A failover does not
+/// stop the old primary from taking writes: until the Sentinels demote it (seconds
+/// later) it answers as a master, and locks taken there would overlap with those
+/// taken on the new one. Stops when the connection is dropped.
+fn watch_primary(replaceable: std::sync::Weak<Replaceable>) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        loop {
+            tokio::time::sleep(PRIMARY_CHECK).await;
+            let Some(replaceable) = replaceable.upgrade() else {
+                return;
+            };
+            if let Some(primary) = replaceable.target.primary_now().await {
+                replaceable.follow(&primary);
+            }
+        }
+    });
 }
 
 impl ConnectionLike for Connection {

@@ -140,7 +140,11 @@ impl RedisStore {
     /// After a failover, the next connection goes to the new primary: a command that
     /// finds the old one gone or demoted (a lost connection, a timeout, `READONLY`)
     /// fails, and the next one asks the Sentinels again; waits retry within their
-    /// deadline. Wake-ups follow the same way.
+    /// deadline. Wake-ups follow the same way. An old primary that still answers as a
+    /// master (the Sentinels demote it only seconds after a failover) refuses
+    /// nothing, so the store also asks the Sentinels every 500 ms which server is the
+    /// primary and moves its connection when that changed: locks are never taken on
+    /// the old primary for longer than that.
     ///
     /// The first URL's user, password, database and `rediss://` are used for the
     /// primary as well as for the Sentinels.

@@ -46,16 +46,32 @@ impl Target {
     /// A connection to the target now: lazy for one server (and for the primary
     /// Sentinel names, after asking them); for a cluster, made at once. At most two
     /// connect timeouts.
-    pub(crate) async fn connect(&self, config: &ConnectionManagerConfig) -> RedisResult<Live> {
+    /// Also returns the address connected to (none for a cluster).
+    pub(crate) async fn connect(
+        &self,
+        config: &ConnectionManagerConfig,
+    ) -> RedisResult<(Live, Option<String>)> {
         if let Target::Cluster(client) = self {
             let connecting = client.get_async_connection();
             return match tokio::time::timeout(CONNECT_TIMEOUT * 2, connecting).await {
-                Ok(connected) => connected.map(Live::Cluster),
+                Ok(connected) => connected.map(|conn| (Live::Cluster(conn), None)),
                 Err(_) => Err(unreachable("no cluster node answered in time")),
             };
         }
         let client = self.client().await?;
-        ConnectionManager::new_lazy_with_config(client, config.clone()).map(Live::Server)
+        let address = client.get_connection_info().addr().to_string();
+        let live = ConnectionManager::new_lazy_with_config(client, config.clone())?;
+        Ok((Live::Server(live), Some(address)))
+    }
+
+    /// The address of the primary the Sentinels name now (`None` for another
+    /// target, or when no Sentinel answers).
+    pub(crate) async fn primary_now(&self) -> Option<String> {
+        if !self.follows_failover() {
+            return None;
+        }
+        let client = self.client().await.ok()?;
+        Some(client.get_connection_info().addr().to_string())
     }
 
     /// A client for the one server to connect to now (for Sentinel, after asking
