@@ -27,7 +27,7 @@ impl Rate {
     /// enough that a run crosses thousands of windows.
     pub fn of(l: usize) -> Rate {
         match l % 4 {
-            0 => Rate::Cooldown { per_us: 200_000 },
+            0 => Rate::Cooldown { per_us: 100_000 },
             1 => Rate::Fixed {
                 limit: 5,
                 per_us: 500_000,

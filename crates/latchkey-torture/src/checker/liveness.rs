@@ -7,6 +7,8 @@ use serde::Serialize;
 
 use super::{Property, Verdict, ms};
 use crate::history::History;
+use crate::record::Holder;
+use crate::transactions::TxOutcome;
 
 #[derive(Debug, Default, Serialize)]
 pub struct Stats {
@@ -34,22 +36,15 @@ pub fn check(history: &History, verdict: &mut Verdict) {
     for incarnation in live {
         verdict.liveness.live_workers += 1;
         for lock in &history.facts.locks {
-            let completed = history
-                .holds
-                .iter()
-                .filter(|hold| {
-                    hold.holder.worker == incarnation.worker
-                        && hold.holder.incarnation == incarnation.incarnation
-                        && hold.lock == *lock
-                        && hold.attempt_start_us >= from
-                        && hold
-                            .end
-                            .as_ref()
-                            .is_some_and(|end| end.release_end_us <= to)
+            let completed = successes(history)
+                .filter(|(holder, taken, start, end)| {
+                    holder.worker == incarnation.worker
+                        && holder.incarnation == incarnation.incarnation
+                        && taken == lock
+                        && *start >= from
+                        && *end <= to
                 })
-                .count()
-                + allowed_calls(history, incarnation, lock, (from, to))
-                + committed_txs(history, incarnation, lock, (from, to));
+                .count();
             let fewest = verdict.liveness.fewest.get_or_insert(completed);
             *fewest = (*fewest).min(completed);
             if completed == 0 {
@@ -68,48 +63,25 @@ pub fn check(history: &History, verdict: &mut Verdict) {
     }
 }
 
-/// Rate-limit calls `incarnation` made on `lock` inside `[from, to]` and was
-/// allowed: the rate-limit workload's way of taking a lock.
-fn allowed_calls(
-    history: &History,
-    incarnation: &crate::workers::Incarnation,
-    lock: &str,
-    (from, to): (u64, u64),
-) -> usize {
-    history
+/// Every time a worker got what it asked for, from its start to its end (wall µs):
+/// an acquisition through its release, an allowed rate-limit call, a committed
+/// transaction (each workload's way of taking a lock).
+fn successes(history: &History) -> impl Iterator<Item = (Holder, &str, u64, u64)> {
+    let holds = history.holds.iter().filter_map(|hold| {
+        let end = hold.end.as_ref()?.release_end_us;
+        Some((hold.holder, hold.lock.as_str(), hold.attempt_start_us, end))
+    });
+    let calls = history
         .calls
         .iter()
-        .filter(|call| {
-            call.holder.worker == incarnation.worker
-                && call.holder.incarnation == incarnation.incarnation
-                && call.lock == lock
-                && call.allowed == Some(true)
-                && call.sent_us >= from
-                && call.recv_us <= to
-        })
-        .count()
-}
-
-/// Transactions `incarnation` committed on `lock` inside `[from, to]`: the
-/// transaction workload's way of taking a lock.
-fn committed_txs(
-    history: &History,
-    incarnation: &crate::workers::Incarnation,
-    lock: &str,
-    (from, to): (u64, u64),
-) -> usize {
-    history
+        .filter(|call| call.allowed == Some(true))
+        .map(|call| (call.holder, call.lock.as_str(), call.sent_us, call.recv_us));
+    let txs = history
         .txs
         .iter()
-        .filter(|tx| {
-            tx.holder.worker == incarnation.worker
-                && tx.holder.incarnation == incarnation.incarnation
-                && tx.lock == lock
-                && tx.outcome == crate::transactions::TxOutcome::Committed
-                && tx.sent_us >= from
-                && tx.recv_us <= to
-        })
-        .count()
+        .filter(|tx| tx.outcome == TxOutcome::Committed)
+        .map(|tx| (tx.holder, tx.lock.as_str(), tx.sent_us, tx.recv_us));
+    holds.chain(calls).chain(txs)
 }
 
 #[cfg(test)]
