@@ -74,8 +74,8 @@ pub async fn run(args: WorkerArgs) {
         Workload::Mutex => run_with(client, args, lock).await,
         Workload::Semaphore => run_with(client, args, permits_of).await,
         Workload::RwLock => run_with(client, args, side_of).await,
-        Workload::RateLimit => run_calls(client, args).await,
-        Workload::Transaction => run_transactions(client, args).await,
+        Workload::RateLimit => run_tasks(client, args, call_loop).await,
+        Workload::Transaction => run_tasks(client, args, tx_loop).await,
     }
 }
 
@@ -149,27 +149,24 @@ where
     G: Pass + WakeUps,
     A: Acquire<G>,
 {
-    let shared = Shared::new(client, args).await;
-    let tasks = (0..shared.args.tasks)
-        .map(|task| tokio::spawn(task_loop(shared.clone(), shared.holder(task), target)))
-        .collect();
-    shared.until_terminated(tasks).await;
+    run_tasks(client, args, move |shared, holder| {
+        task_loop(shared, holder, target)
+    })
+    .await;
 }
 
-/// The rate-limit workload's tasks.
-async fn run_calls(client: Client<RedisStore>, args: WorkerArgs) {
+/// Runs `--tasks` copies of `task` until SIGTERM, each with a holder of its own.
+async fn run_tasks<S, Fut>(
+    client: Client<S>,
+    args: WorkerArgs,
+    task: impl Fn(Shared<S>, Holder) -> Fut,
+) where
+    S: Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let shared = Shared::new(client, args).await;
     let tasks = (0..shared.args.tasks)
-        .map(|task| tokio::spawn(call_loop(shared.clone(), shared.holder(task))))
-        .collect();
-    shared.until_terminated(tasks).await;
-}
-
-/// The transaction workload's tasks.
-async fn run_transactions(client: Client<RedisStore>, args: WorkerArgs) {
-    let shared = Shared::new(client, args).await;
-    let tasks = (0..shared.args.tasks)
-        .map(|task| tokio::spawn(tx_loop(shared.clone(), shared.holder(task))))
+        .map(|n| tokio::spawn(task(shared.clone(), shared.holder(n))))
         .collect();
     shared.until_terminated(tasks).await;
 }
