@@ -374,7 +374,13 @@ impl RedisServer {
     }
 
     /// One `field:value` line of `INFO section`.
-    fn info_field(&self, section: &str, field: &str) -> io::Result<Option<String>> {
+    ///
+    /// ```no_run
+    /// let server = latchkey_testkit::RedisServer::start()?;
+    /// assert_eq!(server.info_field("replication", "role")?.as_deref(), Some("master"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn info_field(&self, section: &str, field: &str) -> io::Result<Option<String>> {
         self.reply_field(redis::cmd("INFO").arg(section), field)
     }
 

@@ -95,7 +95,25 @@ impl Sentinels {
     /// fail, and waits until the Sentinels name the new primary and it takes writes.
     pub fn failover(&self) -> io::Result<()> {
         let before = self.primary_port()?;
-        self.sentinels[0].admin::<()>(redis::cmd("SENTINEL").arg("FAILOVER").arg(MASTER_NAME))?;
+        // A replica still syncing (just restarted or demoted) is no good replica yet,
+        // and a failover in progress refuses another: ask until one starts.
+        wait_for("a replica the Sentinels can promote", || {
+            let failover = redis::cmd("SENTINEL")
+                .arg("FAILOVER")
+                .arg(MASTER_NAME)
+                .clone();
+            match self.sentinels[0].admin::<()>(&failover) {
+                Ok(()) => Ok(true),
+                Err(e)
+                    if ["NOGOODSLAVE", "INPROG"]
+                        .iter()
+                        .any(|c| e.to_string().contains(c)) =>
+                {
+                    Ok(false)
+                }
+                Err(e) => Err(e),
+            }
+        })?;
         self.wait_for_new_primary(before)
     }
 

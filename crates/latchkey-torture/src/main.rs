@@ -190,6 +190,7 @@ fn main() -> ExitCode {
     };
     let outcome = match cli.command {
         Some(Command::Worker(args)) => {
+            trace_when_asked();
             runtime.block_on(worker::run(args));
             return ExitCode::SUCCESS;
         }
@@ -200,6 +201,28 @@ fn main() -> ExitCode {
         eprintln!("latchkey-torture: {message}");
         ExitCode::from(69)
     })
+}
+
+/// With `LATCHKEY_TORTURE_TRACE=1` in its environment a worker writes latchkey's
+/// debug log (reconnections, failovers followed, releases retried) to its standard
+/// error, kept beside its history as `worker-N-I.log`: what a violation's holders
+/// were doing.
+fn trace_when_asked() {
+    if std::env::var_os("LATCHKEY_TORTURE_TRACE").is_none_or(|v| v != "1") {
+        return;
+    }
+    let only_latchkey = tracing_subscriber::filter::Targets::new()
+        .with_target("latchkey", tracing_subscriber::filter::LevelFilter::DEBUG);
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(std::io::stderr),
+        )
+        .with(only_latchkey)
+        .init();
 }
 
 async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {

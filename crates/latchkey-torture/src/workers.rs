@@ -41,6 +41,11 @@ impl Incarnation {
     pub fn log(&self, dir: &Path) -> PathBuf {
         dir.join(format!("worker-{}-{}.jsonl", self.worker, self.incarnation))
     }
+
+    /// Its standard error: latchkey's debug log with `LATCHKEY_TORTURE_TRACE=1`.
+    pub fn stderr(&self, dir: &Path) -> PathBuf {
+        dir.join(format!("worker-{}-{}.log", self.worker, self.incarnation))
+    }
 }
 
 impl Workers {
@@ -108,7 +113,7 @@ impl Workers {
             )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(started.stderr(&self.dir))?)
             .kill_on_drop(true)
             .spawn()?;
         self.incarnations.push(started);

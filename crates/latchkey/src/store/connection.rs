@@ -2,6 +2,7 @@
 //! users see of it is in the crate docs' `# Under faults` section.
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use redis::aio::{
     ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
@@ -72,6 +73,7 @@ impl Connection {
             current: Mutex::new((0, None)),
             address: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(None),
+            primary_check: PrimaryCheck::default(),
         });
         if follows_failover {
             watch_primary(Arc::downgrade(&replaceable));
@@ -132,7 +134,10 @@ struct Replaceable {
     /// instead of each asking the Sentinels (or reading the slot map) again; it keeps
     /// the last failed attempt (when it ended, and why), which those that waited for
     /// it share instead of each trying again in turn.
-    connecting: tokio::sync::Mutex<Option<(std::time::Instant, redis::RedisError)>>,
+    connecting: tokio::sync::Mutex<Option<(Instant, redis::RedisError)>>,
+    /// Behind Sentinel: when the Sentinels were last asked which server is the
+    /// primary.
+    primary_check: PrimaryCheck,
 }
 
 impl Replaceable {
@@ -145,12 +150,17 @@ impl Replaceable {
         current.1.clone().map(|live| (current.0, live))
     }
 
-    /// The connection in use, made first if there is none.
+    /// The connection in use, made first if there is none. Behind Sentinel, the
+    /// server it goes to was named the primary at most [`PRIMARY_CHECK`] ago.
     async fn current(&self) -> RedisResult<(u64, Live)> {
+        if self.in_use().is_some() && self.must_ask_for_primary(PRIMARY_CHECK) {
+            // Boxed: rare, and it keeps every command's future small.
+            Box::pin(self.follow_primary(PRIMARY_CHECK)).await;
+        }
         if let Some(in_use) = self.in_use() {
             return Ok(in_use);
         }
-        let asked = std::time::Instant::now();
+        let asked = Instant::now();
         let mut last_failure = self.connecting.lock().await;
         // Made by another command while this one waited.
         if let Some(in_use) = self.in_use() {
@@ -165,11 +175,14 @@ impl Replaceable {
         let (fresh, address) = match self.target.connect(&self.config).await {
             Ok(fresh) => fresh,
             Err(error) => {
-                *last_failure = Some((std::time::Instant::now(), error.clone()));
+                *last_failure = Some((Instant::now(), error.clone()));
                 return Err(error);
             }
         };
+        tracing::debug!(address = address.as_deref(), "connected");
         *self.address.lock().unwrap_or_else(|p| p.into_inner()) = address;
+        // Connecting asked the Sentinels (after `asked`) which server is the primary.
+        self.primary_check.asked_at(asked, true);
         let mut current = self.lock();
         current.1 = Some(fresh.clone());
         Ok((current.0, fresh))
@@ -213,27 +226,93 @@ impl Replaceable {
     }
 }
 
-/// How often a connection behind Sentinel asks which server is the primary.
-const PRIMARY_CHECK: std::time::Duration = std::time::Duration::from_millis(500);
+/// How old the Sentinels' answer to "which server is the primary?" may be when a
+/// command is sent (behind Sentinel).
+const PRIMARY_CHECK: Duration = Duration::from_millis(500);
 
-/// Behind Sentinel, asks the Sentinels every [`PRIMARY_CHECK`] which server is the
-/// primary, and moves the connection there when it changed. A failover does not
-/// stop the old primary from taking writes: until the Sentinels demote it (seconds
-/// later) it answers as a master, and locks taken there would overlap with those
-/// taken on the new one. Stops when the connection is dropped.
+/// How often the watch of [`watch_primary`] asks: often enough that a command
+/// rarely finds the last answer older than [`PRIMARY_CHECK`] and waits for one.
+const PRIMARY_WATCH: Duration = Duration::from_millis(400);
+
+impl Replaceable {
+    /// Behind Sentinel, asks the Sentinels which server is the primary unless they
+    /// answered in the last `max_age`, and drops the connection in use if it goes
+    /// elsewhere. A failover does not stop the old primary from taking writes:
+    /// until the Sentinels demote it (seconds later) it answers as a master, and
+    /// locks taken there would overlap with those taken on the new one.
+    ///
+    /// Commands waiting meanwhile share one question. When no Sentinel answers, the
+    /// command goes on with the connection it has (the Sentinels are asked again
+    /// after `max_age`): refusing would make the lock unavailable whenever the
+    /// Sentinels are, while the primary serves.
+    async fn follow_primary(&self, max_age: Duration) {
+        if !self.must_ask_for_primary(max_age) {
+            return;
+        }
+        let _one_question = self.primary_check.asking.lock().await;
+        if self.primary_check.asked_within(max_age) {
+            return;
+        }
+        let asked = Instant::now();
+        let primary = self.target.primary_now().await;
+        self.primary_check.asked_at(asked, primary.is_some());
+        match primary {
+            Some(primary) => self.follow(&primary),
+            None => tracing::debug!("no Sentinel named the primary: the connection stays"),
+        }
+    }
+}
+
+impl Replaceable {
+    /// Whether the connection follows a primary the Sentinels name and they were
+    /// not asked in the last `max_age`.
+    fn must_ask_for_primary(&self, max_age: Duration) -> bool {
+        self.target.follows_failover() && !self.primary_check.asked_within(max_age)
+    }
+}
+
+/// When the Sentinels were last asked which server is the primary.
+#[derive(Default)]
+struct PrimaryCheck {
+    /// When the last question that was answered was sent (not when its answer came:
+    /// a process frozen in between must not trust an answer from before the
+    /// freeze), and when the last question was sent, answered or not.
+    last: Mutex<(Option<Instant>, Option<Instant>)>,
+    /// Held while asking, so concurrent commands ask once.
+    asking: tokio::sync::Mutex<()>,
+}
+
+impl PrimaryCheck {
+    /// Whether a question was answered, or one went unanswered, in the last `age`.
+    fn asked_within(&self, age: Duration) -> bool {
+        let (answered, tried) = *self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let recent = |at: Option<Instant>| at.is_some_and(|at| at.elapsed() < age);
+        recent(answered) || recent(tried)
+    }
+
+    fn asked_at(&self, at: Instant, answered: bool) {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if answered {
+            last.0 = Some(at);
+        }
+        last.1 = Some(at);
+    }
+}
+
+/// Behind Sentinel, keeps the answer to "which server is the primary?" fresh, so
+/// that commands seldom wait for it ([`Replaceable::follow_primary`]). Stops when
+/// the connection is dropped.
 fn watch_primary(replaceable: std::sync::Weak<Replaceable>) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
     runtime.spawn(async move {
         loop {
-            tokio::time::sleep(PRIMARY_CHECK).await;
+            tokio::time::sleep(PRIMARY_WATCH).await;
             let Some(replaceable) = replaceable.upgrade() else {
                 return;
             };
-            if let Some(primary) = replaceable.target.primary_now().await {
-                replaceable.follow(&primary);
-            }
+            replaceable.follow_primary(PRIMARY_WATCH).await;
         }
     });
 }
