@@ -76,6 +76,11 @@ pub enum Fault {
     /// (`--sentinel`) `SENTINEL FAILOVER`: the replica is promoted at once, maybe
     /// without the primary's last writes.
     SentinelFailover,
+    /// (`--sentinel`) The Sentinels failed over on their own: seen, not injected
+    /// (with a down-after time of 1 s, a Sentinel slowed by the load, or one that
+    /// lost sight of a primary it had just promoted, starts another failover).
+    /// Recorded so that the checkers treat it as the failover it is.
+    UnaskedFailover,
     /// An operator breaks a random lock (`latchkey release --force`): its holder must
     /// learn it at its next renewal, and nothing may take the lock back.
     ForceRelease,
@@ -162,6 +167,7 @@ impl Fault {
                 | Fault::RestartFromAof
                 | Fault::Failover
                 | Fault::SentinelFailover
+                | Fault::UnaskedFailover
                 | Fault::KillPrimary
                 | Fault::PausePrimary
         )
@@ -193,6 +199,7 @@ impl Fault {
                 | Fault::RestartFromAof
                 | Fault::Failover
                 | Fault::SentinelFailover
+                | Fault::UnaskedFailover
                 | Fault::KillPrimary
                 | Fault::PausePrimary
         )

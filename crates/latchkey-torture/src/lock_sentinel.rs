@@ -7,26 +7,72 @@
 //! to it, which must move to the new primary by themselves.
 
 use std::io;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use latchkey_testkit::{Restart, Sentinels};
+
+use crate::faults::{Fault, FaultWindow};
+use crate::record::now_us;
 
 /// How long a paused primary stays paused after the Sentinels promoted its
 /// replica: past the clients' 1 s reply timeout, as for a cluster.
 const STALE_REQUESTS_GIVEN_UP: Duration = Duration::from_millis(1_500);
 
+/// How often the watch asks the first Sentinel which server is the primary.
+const WATCH_EVERY: Duration = Duration::from_millis(50);
+
+/// How long the watch waits for the Sentinel's answer.
+const WATCH_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How long before a Sentinel names a new primary the failover may have begun to
+/// lose writes: the down-after time (1 s), the vote and the promotion.
+const FAILOVER_BEFORE_NAMED: Duration = Duration::from_secs(2);
+
 pub struct SentinelServers {
     set: Sentinels,
     primary_port: Arc<AtomicU16>,
+    watch: FailoverWatch,
 }
 
 impl SentinelServers {
     pub fn start() -> io::Result<Self> {
         let set = Sentinels::start()?;
         let primary_port = Arc::new(AtomicU16::new(set.primary_port()?));
-        Ok(SentinelServers { set, primary_port })
+        let watch = FailoverWatch::start(&set.urls()[0], set.master_name(), primary_port.clone())?;
+        Ok(SentinelServers {
+            set,
+            primary_port,
+            watch,
+        })
+    }
+
+    /// The failovers the Sentinels made on their own: a change of primary seen
+    /// outside every failover the harness injected (`injected`).
+    pub fn unasked_failovers(&self, injected: &[FaultWindow]) -> Vec<FaultWindow> {
+        let before = u64::try_from(FAILOVER_BEFORE_NAMED.as_micros()).unwrap_or(u64::MAX);
+        let asked = |seen_us: u64| {
+            injected.iter().any(|window| {
+                matches!(
+                    window.fault,
+                    Fault::SentinelFailover | Fault::KillPrimary | Fault::PausePrimary
+                ) && window.from_us <= seen_us
+                    && seen_us <= window.to_us
+            })
+        };
+        self.watch
+            .changes()
+            .into_iter()
+            .filter(|&seen_us| !asked(seen_us))
+            .map(|seen_us| FaultWindow {
+                fault: Fault::UnaskedFailover,
+                from_us: seen_us.saturating_sub(before),
+                to_us: seen_us,
+                worker: None,
+                broke: None,
+            })
+            .collect()
     }
 
     /// Where workers connect: `sentinel:MASTER@URL,URL…`.
@@ -96,5 +142,77 @@ impl SentinelServers {
             .iter()
             .position(|server| server.port() == port)
             .ok_or_else(|| io::Error::other(format!("no data server on port {port}")))
+    }
+}
+
+/// Asks the first Sentinel every [`WATCH_EVERY`] which server is the primary: keeps
+/// the sampler on it and notes when it changed, so that failovers the Sentinels
+/// made on their own are seen too. Stops when dropped.
+struct FailoverWatch {
+    changes: Arc<Mutex<Vec<u64>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl FailoverWatch {
+    fn start(sentinel_url: &str, master: &str, primary_port: Arc<AtomicU16>) -> io::Result<Self> {
+        let master = master.to_owned();
+        let client = redis::Client::open(sentinel_url).map_err(io::Error::other)?;
+        let changes = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (seen, stopped) = (changes.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut conn = None;
+            while !stopped.load(Ordering::Relaxed) {
+                std::thread::sleep(WATCH_EVERY);
+                let Some(port) = primary_named(&client, &master, &mut conn) else {
+                    continue;
+                };
+                if primary_port.swap(port, Ordering::Relaxed) != port {
+                    seen.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(now_us());
+                }
+            }
+        });
+        Ok(FailoverWatch { changes, stop })
+    }
+
+    /// When the named primary changed (wall µs), injected failovers included.
+    fn changes(&self) -> Vec<u64> {
+        self.changes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for FailoverWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The port of the primary the Sentinel names (`None` when it does not answer; the
+/// connection is made afresh next time).
+fn primary_named(
+    client: &redis::Client,
+    master: &str,
+    conn: &mut Option<redis::Connection>,
+) -> Option<u16> {
+    if conn.is_none() {
+        let fresh = client.get_connection_with_timeout(WATCH_TIMEOUT).ok()?;
+        fresh.set_read_timeout(Some(WATCH_TIMEOUT)).ok()?;
+        *conn = Some(fresh);
+    }
+    let reply: redis::RedisResult<(String, u16)> = redis::cmd("SENTINEL")
+        .arg("GET-MASTER-ADDR-BY-NAME")
+        .arg(master)
+        .query(conn.as_mut()?);
+    match reply {
+        Ok((_, port)) => Some(port),
+        Err(_) => {
+            *conn = None;
+            None
+        }
     }
 }

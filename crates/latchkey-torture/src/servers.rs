@@ -3,6 +3,7 @@
 //! each behind a proxy (`--quorum N`), or a primary and replica under three
 //! Sentinels (`--sentinel`).
 
+use crate::faults::FaultWindow;
 use crate::lock_cluster::ClusterServers;
 use crate::lock_quorum::QuorumServers;
 use crate::lock_sentinel::SentinelServers;
@@ -48,6 +49,15 @@ impl Servers {
             Servers::Cluster(cluster) => sampler::Target::Cluster(cluster.seeds()),
             Servers::Quorum(quorum) => sampler::Target::Quorum(quorum.ports()),
             Servers::Sentinel(set) => sampler::Target::Primary(set.primary_port()),
+        }
+    }
+
+    /// Failovers the servers made on their own, not among the faults `injected`
+    /// (Sentinel's; a cluster's are not watched yet).
+    pub fn unasked_failovers(&self, injected: &[FaultWindow]) -> Vec<FaultWindow> {
+        match self {
+            Servers::Sentinel(set) => set.unasked_failovers(injected),
+            _ => Vec::new(),
         }
     }
 }
