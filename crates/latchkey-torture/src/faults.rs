@@ -173,6 +173,19 @@ impl Fault {
         )
     }
 
+    /// Whether it promotes the replica in place of the primary (and nothing else
+    /// forgets): grants the replica confirmed (`WAIT`) survive it.
+    pub fn promotes_replica(self) -> bool {
+        matches!(
+            self,
+            Fault::Failover
+                | Fault::SentinelFailover
+                | Fault::UnaskedFailover
+                | Fault::KillPrimary
+                | Fault::PausePrimary
+        )
+    }
+
     /// Whether the server may lose data written before it: every fault that forgets
     /// grants, and a restart that comes back empty only after the leases ran out
     /// (harmless to locks, not to a counter or a rate limit's state).

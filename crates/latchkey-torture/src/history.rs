@@ -28,6 +28,10 @@ pub struct RunFacts {
     /// request delayed past its release sets nothing there.
     #[serde(default)]
     pub quorum: bool,
+    /// Grants and renewals waited for the replica (`--wait-replicas`): a failover
+    /// to it forgets none its holder was told of.
+    #[serde(default)]
+    pub wait_replicas: bool,
     /// What the tasks contended for.
     #[serde(default)]
     pub workload: crate::Workload,

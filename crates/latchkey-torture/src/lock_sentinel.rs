@@ -37,8 +37,10 @@ pub struct SentinelServers {
 }
 
 impl SentinelServers {
-    pub fn start() -> io::Result<Self> {
-        let set = Sentinels::start()?;
+    /// A primary with one replica, or two for `--wait-replicas` (so that `WAIT 1`
+    /// is satisfied right after a failover, before the old primary rejoins).
+    pub fn start(replicas: usize) -> io::Result<Self> {
+        let set = Sentinels::with_replicas(replicas)?;
         let primary_port = Arc::new(AtomicU16::new(set.primary_port()?));
         let watch = FailoverWatch::start(&set.urls()[0], set.master_name(), primary_port.clone())?;
         Ok(SentinelServers {

@@ -110,6 +110,12 @@ pub struct RunArgs {
     /// the primary killed or paused past its down-after time).
     #[arg(long, conflicts_with_all = ["cluster", "quorum"])]
     sentinel: bool,
+    /// Every grant and renewal waits until the replica has it (`WAIT 1`, 100 ms;
+    /// `Client::with_wait_replicas`). A promoted replica then knows every grant its
+    /// holder was told of, so overlaps after a failover are violations, not excused
+    /// (on one server or `--sentinel`).
+    #[arg(long, conflicts_with_all = ["cluster", "quorum"])]
+    wait_replicas: bool,
     /// What the tasks contend for: locks, or weighted permits of semaphores (one
     /// Redis deployment: not with --quorum).
     #[arg(long, value_enum, default_value_t = Workload::Mutex, conflicts_with = "quorum")]
@@ -177,6 +183,8 @@ pub struct WorkerArgs {
     log: PathBuf,
     #[arg(long, value_enum, default_value_t = Workload::Mutex)]
     workload: Workload,
+    #[arg(long)]
+    wait_replicas: bool,
 }
 
 fn main() -> ExitCode {
@@ -263,7 +271,9 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
     println!("seed {seed} (repeat with --seed {seed})");
     let locks: Vec<String> = (0..args.locks).map(|l| format!("torture:{l}")).collect();
     let mut servers = tokio::task::block_in_place(|| match (args.cluster, args.quorum) {
-        _ if args.sentinel => SentinelServers::start().map(Servers::Sentinel),
+        _ if args.sentinel => {
+            SentinelServers::start(1 + usize::from(args.wait_replicas)).map(Servers::Sentinel)
+        }
         (true, _) => ClusterServers::start(locks.clone()).map(Servers::Cluster),
         (false, Some(count)) => QuorumServers::start(count).map(Servers::Quorum),
         (false, None) => LockServers::start().map(|servers| Servers::Single(Box::new(servers))),
@@ -316,6 +326,7 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
         ttl_us: micros(args.ttl),
         waiter_lease_us: micros(worker::WAITER_LEASE),
         quorum: args.quorum.is_some(),
+        wait_replicas: args.wait_replicas,
         workload: args.workload,
         capacity: match args.workload {
             Workload::Mutex => Default::default(),

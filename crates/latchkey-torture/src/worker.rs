@@ -59,6 +59,9 @@ pub const WRITER: u64 = 1 << 20;
 /// Share of read-write lock acquisitions that write.
 const WRITE_SHARE: f64 = 0.3;
 
+/// How long a grant or renewal waits for the replica with `--wait-replicas`.
+const WAIT_REPLICAS_TIMEOUT: Duration = Duration::from_millis(100);
+
 /// What a task asks for on lock index `lock`, and the weight it takes.
 type Target<S, A> = fn(&Shared<S>, usize, Held, &mut StdRng) -> Option<(A, u64)>;
 
@@ -69,7 +72,16 @@ pub async fn run(args: WorkerArgs) {
         let client = connect(|| Client::open_quorum(&masters)).await;
         return run_with(client, args, lock).await;
     }
-    let client = connect(|| open(&url)).await;
+    let mut client = connect(|| open(&url)).await;
+    if args.wait_replicas {
+        client = match client.with_wait_replicas(1, WAIT_REPLICAS_TIMEOUT) {
+            Ok(client) => client,
+            Err(error) => {
+                eprintln!("latchkey-torture worker: --wait-replicas: {error}");
+                std::process::exit(64);
+            }
+        };
+    }
     match args.workload {
         Workload::Mutex => run_with(client, args, lock).await,
         Workload::Semaphore => run_with(client, args, permits_of).await,

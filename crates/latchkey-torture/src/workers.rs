@@ -111,6 +111,7 @@ impl Workers {
                     .to_possible_value()
                     .map_or("mutex".to_owned(), |v| v.get_name().to_owned()),
             )
+            .args(self.args.wait_replicas.then_some("--wait-replicas"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(started.stderr(&self.dir))?)

@@ -117,3 +117,107 @@ fn assert_taken_on_the_new_primary(set: &Sentinels, old: u16, key: &str) {
         assert!(!holds(old), "the lock was taken on the old primary");
     }
 }
+
+/// Right after a failover, a Sentinel that has not heard of it yet still names the
+/// old primary, which still answers as a master until it is demoted. Listed first,
+/// such a Sentinel must not send the client back there: the answer of the Sentinel
+/// that knows the newest configuration (highest epoch) wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_that_missed_the_failover_does_not_send_locks_to_the_old_primary() {
+    let set = Sentinels::start().unwrap();
+    let old = set.primary_port().unwrap();
+    let stale = StaleSentinel::start(old).await;
+    let mut urls = vec![stale.url()];
+    urls.extend(set.urls());
+    tokio::task::block_in_place(|| set.failover().unwrap());
+    let client = Client::open_sentinel(set.master_name(), &urls)
+        .await
+        .unwrap();
+    let _guard = client.mutex("after").unwrap().lock().await.unwrap();
+    assert_taken_on_the_new_primary(&set, old, "after");
+}
+
+/// A Sentinel stuck before the first failover: it names the primary on `port`,
+/// with configuration epoch 0, whatever happens.
+struct StaleSentinel {
+    port: u16,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StaleSentinel {
+    async fn start(primary: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(answer_as_stale_sentinel(socket, primary));
+            }
+        });
+        StaleSentinel { port, task }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for StaleSentinel {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Reads RESP commands (arrays of bulk strings) and answers `SENTINEL MASTER` and
+/// `SENTINEL GET-MASTER-ADDR-BY-NAME` with the stale primary, anything else (the connection's handshake) with `+OK`.
+async fn answer_as_stale_sentinel(socket: tokio::net::TcpStream, primary: u16) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let (read, mut write) = socket.into_split();
+    let mut read = BufReader::new(read);
+    loop {
+        let mut line = String::new();
+        if read.read_line(&mut line).await.unwrap_or(0) == 0 {
+            return;
+        }
+        let Some(count) = line.trim().strip_prefix('*').and_then(|n| n.parse().ok()) else {
+            return;
+        };
+        let mut args = Vec::new();
+        for _ in 0..count {
+            let mut header = String::new();
+            read.read_line(&mut header).await.unwrap_or(0);
+            let len: usize = header.trim().trim_start_matches('$').parse().unwrap_or(0);
+            let mut arg = vec![0; len + 2];
+            if read.read_exact(&mut arg).await.is_err() {
+                return;
+            }
+            arg.truncate(len);
+            args.push(String::from_utf8_lossy(&arg).to_uppercase());
+        }
+        let reply = match args.get(1).map(String::as_str) {
+            Some("GET-MASTER-ADDR-BY-NAME") => {
+                let port = primary.to_string();
+                format!("*2\r\n$9\r\n127.0.0.1\r\n${}\r\n{port}\r\n", port.len())
+            }
+            Some("MASTER") => {
+                let fields = [
+                    ("name", "latchkey".to_owned()),
+                    ("ip", "127.0.0.1".to_owned()),
+                    ("port", primary.to_string()),
+                    ("flags", "master".to_owned()),
+                    ("config-epoch", "0".to_owned()),
+                ];
+                let mut reply = format!("*{}\r\n", fields.len() * 2);
+                for (key, value) in fields {
+                    for item in [key, value.as_str()] {
+                        reply += &format!("${}\r\n{item}\r\n", item.len());
+                    }
+                }
+                reply
+            }
+            _ => "+OK\r\n".to_owned(),
+        };
+        if write.write_all(reply.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}

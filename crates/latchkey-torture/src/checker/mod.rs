@@ -136,7 +136,12 @@ struct Amnesia {
 }
 
 fn amnesia_windows(history: &History) -> Vec<Amnesia> {
-    windows_where(history, Fault::forgets)
+    let mut windows = windows_where(history, Fault::forgets);
+    // With WAIT, a promoted replica has every grant a holder was told of.
+    if history.facts.wait_replicas {
+        windows.retain(|window| !window.fault.promotes_replica());
+    }
+    windows
 }
 
 /// The faults during which the server may have lost data (not only grants): for

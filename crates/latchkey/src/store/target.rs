@@ -6,10 +6,10 @@ use std::sync::Arc;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::sentinel::SentinelClient;
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
 use super::CONNECT_TIMEOUT;
+use super::sentinel::SentinelSet;
 use crate::error::connection_failed;
 
 /// The server(s) behind a connection of ours; cheap to clone.
@@ -18,7 +18,7 @@ pub(crate) enum Target {
     /// One address, for good.
     Server(Box<redis::Client>),
     /// The primary of a master name, as the Sentinels say at each (re)connect.
-    Sentinel(Arc<tokio::sync::Mutex<SentinelClient>>),
+    Sentinel(Arc<SentinelSet>),
     /// A cluster, from its seed nodes (the slot map is read at each connect).
     Cluster(Box<ClusterClient>),
 }
@@ -79,18 +79,9 @@ impl Target {
     pub(crate) async fn client(&self) -> RedisResult<redis::Client> {
         match self {
             Target::Server(client) => Ok((**client).clone()),
-            Target::Sentinel(sentinel) => {
-                let ask = async { sentinel.lock().await.async_get_client().await };
-                match tokio::time::timeout(CONNECT_TIMEOUT * 2, ask).await {
-                    Ok(Ok(client)) => Ok(client),
-                    // A primary that is down (or a name no Sentinel knows) is not
-                    // named until a failover picks another: unreachable for now.
-                    Ok(Err(error)) if error.kind() == ErrorKind::MasterNameNotFoundBySentinel => {
-                        Err(unreachable(
-                            "no Sentinel names a reachable primary for this master",
-                        ))
-                    }
-                    Ok(Err(error)) => Err(error),
+            Target::Sentinel(set) => {
+                match tokio::time::timeout(CONNECT_TIMEOUT * 2, set.primary()).await {
+                    Ok(named) => named,
                     Err(_) => Err(unreachable("no Sentinel named the primary in time")),
                 }
             }
