@@ -34,19 +34,23 @@ pub struct SentinelServers {
     set: Sentinels,
     primary_port: Arc<AtomicU16>,
     watch: FailoverWatch,
+    /// Make the old primary a replica of the new one as soon as the Sentinels
+    /// name the new one (`--wait-replicas`), as an orchestrator would: Sentinel
+    /// does it only 8 s or more later, and until then no grant can be confirmed.
+    rejoin_at_once: bool,
 }
 
 impl SentinelServers {
-    /// A primary with one replica, or two for `--wait-replicas` (so that `WAIT 1`
-    /// is satisfied right after a failover, before the old primary rejoins).
-    pub fn start(replicas: usize) -> io::Result<Self> {
-        let set = Sentinels::with_replicas(replicas)?;
+    /// A primary and its replica; with `rejoin_at_once`, see the field.
+    pub fn start(rejoin_at_once: bool) -> io::Result<Self> {
+        let set = Sentinels::start()?;
         let primary_port = Arc::new(AtomicU16::new(set.primary_port()?));
         let watch = FailoverWatch::start(&set.urls()[0], set.master_name(), primary_port.clone())?;
         Ok(SentinelServers {
             set,
             primary_port,
             watch,
+            rejoin_at_once,
         })
     }
 
@@ -94,9 +98,11 @@ impl SentinelServers {
     /// `SENTINEL FAILOVER`: the replica is promoted at once, without waiting for it
     /// to have every write (Sentinel fails over asynchronously replicated data).
     pub async fn fail_over(&mut self) -> io::Result<()> {
+        let old = self.primary_port.load(Ordering::Relaxed);
         tokio::task::block_in_place(|| {
             self.set.failover()?;
-            self.settle()
+            self.settle()?;
+            self.rejoin(old)
         })
     }
 
@@ -109,7 +115,8 @@ impl SentinelServers {
             self.set.servers_mut()[index].kill()?;
             self.set.wait_for_new_primary(old)?;
             self.settle()?;
-            self.set.servers_mut()[index].restart_from(Restart::Empty)
+            self.set.servers_mut()[index].restart_from(Restart::Empty)?;
+            self.rejoin(old)
         })
     }
 
@@ -126,7 +133,8 @@ impl SentinelServers {
                 .and_then(|()| self.settle());
             std::thread::sleep(STALE_REQUESTS_GIVEN_UP);
             self.set.servers()[index].resume()?;
-            promoted
+            promoted?;
+            self.rejoin(old)
         })
     }
 
@@ -136,6 +144,16 @@ impl SentinelServers {
         let port = self.set.primary_port()?;
         self.primary_port.store(port, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// With `rejoin_at_once`, makes the server on `old` a replica of the primary.
+    fn rejoin(&self, old: u16) -> io::Result<()> {
+        if !self.rejoin_at_once {
+            return Ok(());
+        }
+        let primary = self.index_of(self.primary_port.load(Ordering::Relaxed))?;
+        let servers = self.set.servers();
+        servers[self.index_of(old)?].replicate(&servers[primary])
     }
 
     fn index_of(&self, port: u16) -> io::Result<usize> {

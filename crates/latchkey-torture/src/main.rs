@@ -113,7 +113,8 @@ pub struct RunArgs {
     /// Every grant and renewal waits until the replica has it (`WAIT 1`, 100 ms;
     /// `Client::with_wait_replicas`). A promoted replica then knows every grant its
     /// holder was told of, so overlaps after a failover are violations, not excused
-    /// (on one server or `--sentinel`).
+    /// (on one server or `--sentinel`; there the harness makes the old primary a
+    /// replica as soon as the Sentinels name the new one, as an orchestrator would).
     #[arg(long, conflicts_with_all = ["cluster", "quorum"])]
     wait_replicas: bool,
     /// What the tasks contend for: locks, or weighted permits of semaphores (one
@@ -271,9 +272,7 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
     println!("seed {seed} (repeat with --seed {seed})");
     let locks: Vec<String> = (0..args.locks).map(|l| format!("torture:{l}")).collect();
     let mut servers = tokio::task::block_in_place(|| match (args.cluster, args.quorum) {
-        _ if args.sentinel => {
-            SentinelServers::start(1 + usize::from(args.wait_replicas)).map(Servers::Sentinel)
-        }
+        _ if args.sentinel => SentinelServers::start(args.wait_replicas).map(Servers::Sentinel),
         (true, _) => ClusterServers::start(locks.clone()).map(Servers::Cluster),
         (false, Some(count)) => QuorumServers::start(count).map(Servers::Quorum),
         (false, None) => LockServers::start().map(|servers| Servers::Single(Box::new(servers))),

@@ -70,7 +70,7 @@ pub fn check(history: &History, verdict: &mut Verdict) {
         verdict.orphans.runs += 1;
         let orphan = match guards.get(run.token.as_str()) {
             Some(hold) => released_orphan(history, hold, run),
-            None => Some(unknown_orphan(run)),
+            None => Some(unknown_orphan(history, run)),
         };
         let Some(Orphan {
             since_us,
@@ -163,11 +163,20 @@ fn restored_until(history: &History, seen_us: u64, lease: u64) -> u64 {
 }
 
 /// A token no guard ever had: it may live out the expiry it had when first seen.
-fn unknown_orphan(run: &HoldRun) -> Orphan {
-    let expiry_ms = u64::try_from(run.first_pttl_ms).unwrap_or(0);
+/// With `--wait-replicas`, a grant the replica did not confirm is undone and the
+/// waiter tries again under the same token: while the replica is missing (a
+/// failover) its tries take and undo the lock over and over, for as long as the
+/// waiter waits (at most a waiter lease after a grant, as every grant it makes).
+fn unknown_orphan(history: &History, run: &HoldRun) -> Orphan {
+    let expiry_us = u64::try_from(run.first_pttl_ms).unwrap_or(0) * 1000;
+    let facts = &history.facts;
+    let retried_us = match facts.wait_replicas {
+        true => facts.waiter_lease_us.max(facts.ttl_us),
+        false => 0,
+    };
     Orphan {
         since_us: run.first_us,
-        deadline_us: run.first_us + expiry_ms * 1000,
+        deadline_us: run.first_us + expiry_us.max(retried_us),
     }
 }
 
