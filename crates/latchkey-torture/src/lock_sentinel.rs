@@ -45,7 +45,12 @@ impl SentinelServers {
     pub fn start(rejoin_at_once: bool) -> io::Result<Self> {
         let set = Sentinels::start()?;
         let primary_port = Arc::new(AtomicU16::new(set.primary_port()?));
-        let watch = FailoverWatch::start(&set.urls()[0], set.master_name(), primary_port.clone())?;
+        let watch = FailoverWatch::start(
+            &set.urls()[0],
+            set.master_name(),
+            primary_port.clone(),
+            rejoin_at_once,
+        )?;
         Ok(SentinelServers {
             set,
             primary_port,
@@ -174,7 +179,12 @@ struct FailoverWatch {
 }
 
 impl FailoverWatch {
-    fn start(sentinel_url: &str, master: &str, primary_port: Arc<AtomicU16>) -> io::Result<Self> {
+    fn start(
+        sentinel_url: &str,
+        master: &str,
+        primary_port: Arc<AtomicU16>,
+        rejoin_at_once: bool,
+    ) -> io::Result<Self> {
         let master = master.to_owned();
         let client = redis::Client::open(sentinel_url).map_err(io::Error::other)?;
         let changes = Arc::new(Mutex::new(Vec::new()));
@@ -187,10 +197,15 @@ impl FailoverWatch {
                 let Some(port) = primary_named(&client, &master, &mut conn) else {
                     continue;
                 };
-                if primary_port.swap(port, Ordering::Relaxed) != port {
-                    seen.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(now_us());
+                let old = primary_port.swap(port, Ordering::Relaxed);
+                if old == port {
+                    continue;
+                }
+                seen.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(now_us());
+                if rejoin_at_once {
+                    replicate(old, port);
                 }
             }
         });
@@ -209,6 +224,20 @@ impl FailoverWatch {
 impl Drop for FailoverWatch {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Makes the server on `old` a replica of the one on `primary` (best effort: one
+/// that is down rejoins through Sentinel later).
+fn replicate(old: u16, primary: u16) {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{old}")) else {
+        return;
+    };
+    if let Ok(mut conn) = client.get_connection_with_timeout(WATCH_TIMEOUT) {
+        let _: redis::RedisResult<()> = redis::cmd("REPLICAOF")
+            .arg("127.0.0.1")
+            .arg(primary)
+            .query(&mut conn);
     }
 }
 
