@@ -156,7 +156,13 @@ impl RedisCluster {
             || {
                 let ranges = self.slot_ranges()?;
                 let complete = |ports: &Vec<u16>| ports.len() == 1 + self.replicas;
-                Ok(ranges.len() == PRIMARIES && ranges.iter().all(|(_, _, ports)| complete(ports)))
+                // A moved slot splits a range: count the primaries, not the ranges.
+                let primaries: std::collections::BTreeSet<u16> = ranges
+                    .iter()
+                    .filter_map(|(_, _, ports)| ports.first().copied())
+                    .collect();
+                Ok(primaries.len() == PRIMARIES
+                    && ranges.iter().all(|(_, _, ports)| complete(ports)))
             },
         )
     }
@@ -168,6 +174,18 @@ impl RedisCluster {
         wait_for(&format!("port {} promoted to primary", node.port()), || {
             Ok(node.info_field("replication", "role")?.as_deref() == Some("master"))
         })
+    }
+
+    /// The indexes of the primaries now.
+    pub(crate) fn primaries(&self) -> io::Result<Vec<usize>> {
+        let mut ports: Vec<u16> = self
+            .slot_ranges()?
+            .iter()
+            .filter_map(|(_, _, ports)| ports.first().copied())
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports.into_iter().map(|port| self.index_of(port)).collect()
     }
 
     fn running_node(&self) -> io::Result<&RedisServer> {

@@ -22,6 +22,7 @@ mod proxy;
 mod replication;
 mod restart;
 mod sentinel;
+mod slot_migration;
 mod tls;
 pub mod worker;
 
@@ -367,7 +368,7 @@ impl RedisServer {
     }
 
     /// One admin command, its error as an `io::Error` naming the server.
-    fn admin<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> io::Result<T> {
+    pub(crate) fn admin<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> io::Result<T> {
         self.connection()
             .and_then(|mut conn| command.query(&mut conn))
             .map_err(|e| io::Error::other(format!("redis-server on port {}: {e}", self.port)))

@@ -64,6 +64,11 @@ pub enum Fault {
     /// (`--cluster`) SIGSTOP the primary of a lock's shard until its replica took
     /// over (its connections stall: no reset), then SIGCONT: it rejoins as a replica.
     PausePrimary,
+    /// (`--cluster`) Move a lock's hash slot to another primary while it is in use
+    /// (`SETSLOT … MIGRATING/IMPORTING`, its keys moved one `MIGRATE` at a time, as
+    /// `redis-cli --cluster reshard` does): clients meet `ASK` and `TRYAGAIN`, and
+    /// nothing is lost.
+    MigrateSlot,
     /// (`--quorum`) SIGSTOP one master for three leases.
     PauseMaster,
     /// (`--quorum`) SIGSTOP as many masters as the quorum can lose for three leases.
@@ -107,8 +112,9 @@ impl Fault {
 
     /// The faults of a `--cluster` run (the network faults need the proxy, which a
     /// cluster run has not: cluster clients must reach every node by its address).
-    pub const CLUSTER: [Fault; 7] = [
+    pub const CLUSTER: [Fault; 8] = [
         Fault::ForceRelease,
+        Fault::MigrateSlot,
         Fault::KillWorker,
         Fault::PauseWorker,
         Fault::ClientKill,
@@ -352,6 +358,7 @@ async fn on_cluster(
         Fault::ClusterFailover => cluster.fail_over(rng).await,
         Fault::KillPrimary => cluster.kill_primary(rng).await,
         Fault::PausePrimary => cluster.pause_primary(rng).await,
+        Fault::MigrateSlot => cluster.migrate_slot(rng).await,
         Fault::ClientKill => {
             cluster.client_kill();
             Ok(())

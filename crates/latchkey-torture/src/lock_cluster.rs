@@ -15,6 +15,10 @@ use rand::Rng;
 /// it was demoted: a split brain of Redis's own that no client can see).
 const STALE_REQUESTS_GIVEN_UP: Duration = Duration::from_millis(1_500);
 
+/// The pause between two keys of a migrating slot: long enough that clients meet
+/// the slot half moved.
+const MIGRATE_PAUSE: Duration = Duration::from_millis(50);
+
 pub struct ClusterServers {
     cluster: RedisCluster,
     locks: Vec<String>,
@@ -80,6 +84,16 @@ impl ClusterServers {
         tokio::time::sleep(STALE_REQUESTS_GIVEN_UP).await;
         self.cluster.nodes()[primary].resume()?;
         tokio::task::block_in_place(|| self.cluster.wait_replicated())
+    }
+
+    /// Moves a random lock's hash slot to another primary, a key at a time with
+    /// [`MIGRATE_PAUSE`] between (see `RedisCluster::migrate_slot`).
+    pub async fn migrate_slot(&mut self, rng: &mut impl Rng) -> io::Result<()> {
+        let lock = &self.locks[rng.random_range(0..self.locks.len())];
+        tokio::task::block_in_place(|| {
+            self.cluster.migrate_slot(lock, MIGRATE_PAUSE).map(|_| ())?;
+            self.cluster.wait_healthy()
+        })
     }
 
     /// CLIENT KILL every normal and pub/sub connection of every node.

@@ -434,3 +434,50 @@ async fn list_all_finds_semaphores_and_rate_limits_on_every_primary() {
     expected.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(listed, expected);
 }
+
+/// While a lock's slot moves to another primary (its keys one `MIGRATE` at a time,
+/// as `redis-cli --cluster reshard` does), a script on its keys meets `ASK` and
+/// `TRYAGAIN`. `try_lock` and `release` must ride them out: only "busy" or "ours"
+/// answers, never an error, and the lock works on its new primary afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_migration_is_ridden_out_by_try_lock_and_release() {
+    let cluster = RedisCluster::start().unwrap();
+    let client = client(&cluster).await;
+    let mutex = client.mutex("moving").unwrap();
+    // The lock's keys exist (queue and fence too) before the move starts.
+    mutex.lock().await.unwrap().release().await.unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let hammer = tokio::spawn(async move {
+        let (mut held, mut busy, mut errors) = (0, 0, Vec::new());
+        while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            match mutex.try_lock().await {
+                Ok(guard) => {
+                    held += 1;
+                    match guard.release().await {
+                        Ok(true) => {}
+                        Ok(false) => errors.push("release: the lock was not ours".into()),
+                        Err(error) => errors.push(format!("release: {error}")),
+                    }
+                }
+                Err(latchkey::Error::Busy { .. }) => busy += 1,
+                Err(error) => errors.push(format!("try_lock: {error}")),
+            }
+        }
+        (held, busy, errors)
+    });
+    let mut moved_to = 0;
+    for _ in 0..6 {
+        let pause = Duration::from_millis(40);
+        (_, moved_to) =
+            tokio::task::block_in_place(|| cluster.migrate_slot("moving", pause).unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (held, busy, errors) = hammer.await.unwrap();
+    assert!(errors.is_empty(), "errors during the migration: {errors:?}");
+    assert!(held > 50, "only {held} holds ({busy} busy)");
+    let now = cluster.primary_of("moving").unwrap();
+    assert_eq!(cluster.nodes()[now].port(), moved_to);
+    drop(client.mutex("moving").unwrap().lock().await.unwrap());
+}

@@ -15,6 +15,9 @@ use crate::error::{Error, Result};
 /// themselves while their deadline allows.
 const CLUSTER_RETRIES: u32 = 1;
 
+/// The shortest and longest pause (ms) before redis-rs's retry.
+const CLUSTER_RETRY_WAIT_MS: (u64, u64) = (10, 100);
+
 /// The cluster that `seeds` (URLs of some of its nodes) belong to, as a target for
 /// commands and a source of sharded wake-ups, and its name for errors. Nothing is
 /// sent yet.
@@ -43,6 +46,12 @@ fn builder(seeds: &[ConnectionInfo]) -> ClusterClientBuilder {
         .connection_timeout(CONNECT_TIMEOUT)
         .response_timeout(RESPONSE_TIMEOUT)
         .retries(CLUSTER_RETRIES)
+        // redis-rs waits 1.28 s or more before a retry by default: longer than the
+        // reply timeout, so a `TRYAGAIN` during a slot migration (gone within
+        // milliseconds) became a timeout (seen by
+        // `a_slot_migration_is_ridden_out_by_try_lock_and_release`).
+        .min_retry_wait(CLUSTER_RETRY_WAIT_MS.0)
+        .max_retry_wait(CLUSTER_RETRY_WAIT_MS.1)
 }
 
 /// The address of every primary, from `CLUSTER SLOTS`.

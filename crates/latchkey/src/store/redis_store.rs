@@ -520,13 +520,26 @@ impl RedisStore {
         self.context::<()>(Err(error), key).unwrap_err()
     }
 
+    ///
+    /// A script the cluster refused without running it is sent again after a short
+    /// pause ([`NOT_RUN_PAUSES`]): `TRYAGAIN` while its slot is being moved and
+    /// some of its keys have moved already, or a redirection redis-rs did not
+    /// follow. Sending it again cannot run it twice.
     pub(crate) async fn run<T: FromRedisValue>(
         &self,
         call: &ScriptInvocation<'_>,
         key: &LockKey,
     ) -> Result<T> {
         let mut conn = self.conn.clone();
-        self.context(call.invoke_async(&mut conn).await, key.as_str())
+        let mut reply = call.invoke_async(&mut conn).await;
+        for pause in NOT_RUN_PAUSES {
+            if !reply.as_ref().is_err_and(not_run) {
+                break;
+            }
+            tokio::time::sleep(pause).await;
+            reply = call.invoke_async(&mut conn).await;
+        }
+        self.context(reply, key.as_str())
     }
 
     /// Sorts a failed reply into latchkey's errors, naming this node and `key`.
@@ -537,6 +550,25 @@ impl RedisStore {
             error => error,
         })
     }
+}
+
+/// The pauses before sending again a script the cluster did not run: a slot
+/// migration moves a lock's few keys within milliseconds.
+const NOT_RUN_PAUSES: [Duration; 4] = [
+    Duration::from_millis(10),
+    Duration::from_millis(25),
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+];
+
+/// Whether a cluster refused a command without running it.
+fn not_run(error: &redis::RedisError) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::TryAgain | ServerErrorKind::Moved | ServerErrorKind::Ask
+        )
+    )
 }
 
 impl std::fmt::Debug for RedisStore {
