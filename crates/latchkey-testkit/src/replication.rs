@@ -9,6 +9,21 @@ impl RedisServer {
     /// waits until the link is up, i.e. the first full sync is done, and the primary
     /// counts it (a `WAIT 1` on the primary returns 1).
     pub fn replicate(&self, primary: &RedisServer) -> io::Result<()> {
+        self.replicate_via(primary, primary.port)
+    }
+
+    /// As [`replicate`](Self::replicate), through `port` (a proxy in front of
+    /// `primary`, to cut the replication link).
+    ///
+    /// ```no_run
+    /// use latchkey_testkit::{FaultProxy, RedisServer};
+    /// let (primary, replica) = (RedisServer::start()?, RedisServer::start()?);
+    /// let link = FaultProxy::start(primary.port())?;
+    /// replica.replicate_via(&primary, link.port())?;
+    /// link.stall_all(); // the replica stops receiving writes
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn replicate_via(&self, primary: &RedisServer, port: u16) -> io::Result<()> {
         if primary.tls.is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -23,7 +38,7 @@ impl RedisServer {
                     .arg(password),
             )?;
         }
-        self.admin::<()>(redis::cmd("REPLICAOF").arg("127.0.0.1").arg(primary.port))?;
+        self.admin::<()>(redis::cmd("REPLICAOF").arg("127.0.0.1").arg(port))?;
         wait_for(
             &format!("replication link up on port {}", self.port),
             || {

@@ -55,6 +55,10 @@ pub enum Fault {
     Latency,
     /// Every connection closed with a TCP RST.
     ResetConnections,
+    /// Cut the replication link (a proxy between replica and primary stalls) for
+    /// 100–600 ms while the primary goes on granting, then fail over to the
+    /// replica, which really missed those writes.
+    PartitionReplica,
     /// (`--cluster`) `CLUSTER FAILOVER` on the replica of a lock's shard: the
     /// replica catches up first, so nothing is lost.
     ClusterFailover,
@@ -92,7 +96,8 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 15] = [
+    pub const ALL: [Fault; 16] = [
+        Fault::PartitionReplica,
         Fault::ForceRelease,
         Fault::KillWorker,
         Fault::PauseWorker,
@@ -172,6 +177,7 @@ impl Fault {
                 | Fault::RestartFromSnapshot
                 | Fault::RestartFromAof
                 | Fault::Failover
+                | Fault::PartitionReplica
                 | Fault::SentinelFailover
                 | Fault::UnaskedFailover
                 | Fault::KillPrimary
@@ -185,6 +191,7 @@ impl Fault {
         matches!(
             self,
             Fault::Failover
+                | Fault::PartitionReplica
                 | Fault::SentinelFailover
                 | Fault::UnaskedFailover
                 | Fault::KillPrimary
@@ -217,6 +224,7 @@ impl Fault {
             Fault::RestartFromSnapshot
                 | Fault::RestartFromAof
                 | Fault::Failover
+                | Fault::PartitionReplica
                 | Fault::SentinelFailover
                 | Fault::UnaskedFailover
                 | Fault::KillPrimary
@@ -435,6 +443,10 @@ async fn on_one_node(
         Fault::Failover => {
             let lag = Duration::from_millis(rng.random_range(0..=300));
             servers.fail_over(lag).await?
+        }
+        Fault::PartitionReplica => {
+            let cut = Duration::from_millis(rng.random_range(100..=600));
+            servers.fail_over_partitioned(cut).await?
         }
         Fault::ClientKill => client_kill(servers.primary()),
         other => on_network(other, long, servers.proxy(), rng).await?,

@@ -16,6 +16,9 @@ pub struct LockServers {
     primary: RedisServer,
     replica: RedisServer,
     proxy: FaultProxy,
+    /// The replication link: the replica follows the primary through it, so a
+    /// fault can cut it.
+    link: FaultProxy,
     /// The primary's port, for the sampler, which follows failovers.
     primary_port: Arc<AtomicU16>,
 }
@@ -25,13 +28,15 @@ impl LockServers {
     pub fn start() -> io::Result<Self> {
         let primary = RedisServer::builder().aof().start()?;
         let replica = RedisServer::builder().aof().start()?;
-        replica.replicate(&primary)?;
+        let link = FaultProxy::start(primary.port())?;
+        replica.replicate_via(&primary, link.port())?;
         let proxy = FaultProxy::start(primary.port())?;
         Ok(LockServers {
             primary_port: Arc::new(AtomicU16::new(primary.port())),
             primary,
             replica,
             proxy,
+            link,
         })
     }
 
@@ -68,9 +73,25 @@ impl LockServers {
     pub async fn fail_over(&mut self, lag: Duration) -> io::Result<()> {
         tokio::task::block_in_place(|| {
             // A replica still resyncing after a restart could not be promoted.
-            self.replica.replicate(&self.primary)?;
-            self.replica.promote()
+            self.replica.replicate_via(&self.primary, self.link.port())
         })?;
+        self.promote_replica(lag).await
+    }
+
+    /// Cuts the replication link (the replica's connection stalls, no reset) for
+    /// `cut` while the primary goes on granting, then fails over to the replica,
+    /// which missed every write of that time, as a replica behind a partition would.
+    pub async fn fail_over_partitioned(&mut self, cut: Duration) -> io::Result<()> {
+        self.link.stall_all();
+        tokio::time::sleep(cut).await;
+        self.promote_replica(Duration::ZERO).await
+    }
+
+    /// Promotes the replica, kills the primary `lag` later, points the proxy at the
+    /// new primary and resets every connection (as a virtual IP moving would); then
+    /// the old primary comes back empty as the new one's replica.
+    async fn promote_replica(&mut self, lag: Duration) -> io::Result<()> {
+        tokio::task::block_in_place(|| self.replica.promote())?;
         tokio::time::sleep(lag).await;
         tokio::task::block_in_place(|| {
             self.primary.kill()?;
@@ -79,6 +100,9 @@ impl LockServers {
                 .store(self.primary.port(), Ordering::Relaxed);
             self.proxy.set_upstream(self.primary.port());
             self.proxy.reset_all();
+            self.link.set_upstream(self.primary.port());
+            self.link.resume_all();
+            self.link.reset_all();
             Ok::<_, io::Error>(())
         })?;
         self.rejoin_replica().await
@@ -86,10 +110,10 @@ impl LockServers {
 
     /// Restarts the old primary empty and makes it follow the new one.
     async fn rejoin_replica(&mut self) -> io::Result<()> {
-        let (primary, replica) = (&self.primary, &mut self.replica);
+        let (primary, replica, link) = (&self.primary, &mut self.replica, self.link.port());
         retried(|| {
             replica.restart_from(Restart::Empty)?;
-            replica.replicate(primary)
+            replica.replicate_via(primary, link)
         })
         .await
     }

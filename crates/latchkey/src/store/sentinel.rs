@@ -163,6 +163,12 @@ impl Sentinel {
             .await;
         match reply {
             Ok((address, fields)) => Ok(named(address, &fields)),
+            // A server that does not know SENTINEL: the wrong address, said as
+            // redis-rs says it.
+            Err(error) if error.to_string().contains("unknown command") => Err(RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "Address does not point to a sentinel node",
+            ))),
             // "No such master with that name": this Sentinel does not watch it.
             Err(error)
                 if error.kind() == ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
