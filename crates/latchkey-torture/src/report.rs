@@ -97,11 +97,12 @@ fn print_text(report: &Report) {
         v.waits.over_bound
     );
     println!(
-        "liveness: {} live workers over {} ms quiet, fewest acquisitions of a lock by one worker {}, starved {}",
+        "liveness: {} live workers over {} ms quiet, fewest acquisitions of a lock by one worker {}, starved {}, locks not checked (a killed holder's lease to the end) {}",
         v.liveness.live_workers,
         v.liveness.quiet_ms,
         v.liveness.fewest.map_or("-".into(), |n| n.to_string()),
-        v.liveness.starved
+        v.liveness.starved,
+        v.liveness.held_by_the_dead
     );
     println!(
         "orphan holds: {} runs sampled, {} orphans ({} tokens no guard had), longest {:.1} ms, worst {:.1} ms past its deadline (slack {} ms), {} over",
