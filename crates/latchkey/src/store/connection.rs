@@ -261,9 +261,7 @@ impl Replaceable {
             None => tracing::debug!("no Sentinel named the primary: the connection stays"),
         }
     }
-}
 
-impl Replaceable {
     /// Whether the connection follows a primary the Sentinels name and they were
     /// not asked in the last `max_age`.
     fn must_ask_for_primary(&self, max_age: Duration) -> bool {

@@ -520,6 +520,7 @@ impl RedisStore {
         self.context::<()>(Err(error), key).unwrap_err()
     }
 
+    /// Runs a lock script on the store's connection.
     ///
     /// A script the cluster refused without running it is sent again after a short
     /// pause ([`NOT_RUN_PAUSES`]): `TRYAGAIN` while its slot is being moved and

@@ -20,13 +20,13 @@ use redis::{
 };
 
 use super::CONNECT_TIMEOUT;
-use super::target::Target;
+use super::target::{Target, unreachable};
+use crate::error::{Error, Result};
 
 /// How long a Sentinel may take to answer once connected. Every Sentinel is asked
 /// and all answers are awaited, so one that stalled must not hold up the others'
 /// answer for long.
 const ASK_TIMEOUT: Duration = Duration::from_millis(500);
-use crate::error::{Error, Result};
 
 /// The primary of `master` as the Sentinels at `sentinels` name it, and the name to
 /// show in errors. The first URL's user, password, database and TLS are used for
@@ -102,10 +102,7 @@ impl SentinelSet {
             return redis::Client::open(self.primary_at(named));
         }
         Err(last_error.unwrap_or_else(|| {
-            RedisError::from((
-                ErrorKind::Io,
-                "no Sentinel names a reachable primary for this master",
-            ))
+            unreachable("no Sentinel names a reachable primary for this master")
         }))
     }
 
@@ -136,18 +133,18 @@ impl Sentinel {
     /// not see as down. A connection that failed is made afresh next time.
     async fn ask(&self, master: &str) -> RedisResult<Option<Named>> {
         let mut conn = self.conn.lock().await;
-        if conn.is_none() {
-            let config = AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                .set_response_timeout(Some(ASK_TIMEOUT));
-            let fresh = self
-                .client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await?;
-            *conn = Some(fresh);
-        }
-        let Some(live) = conn.as_mut() else {
-            return Ok(None);
+        let mut live = match &*conn {
+            Some(live) => live.clone(),
+            None => {
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_response_timeout(Some(ASK_TIMEOUT));
+                let fresh = self
+                    .client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?;
+                conn.insert(fresh).clone()
+            }
         };
         // The address as `GET-MASTER-ADDR-BY-NAME` gives it: during a failover it
         // names the promoted replica, while `SENTINEL MASTER` still shows the old
@@ -159,7 +156,7 @@ impl Sentinel {
             .cmd("SENTINEL")
             .arg("MASTER")
             .arg(master)
-            .query_async(live)
+            .query_async(&mut live)
             .await;
         match reply {
             Ok((address, fields)) => Ok(named(address, &fields)),

@@ -115,6 +115,6 @@ impl Target {
 }
 
 /// An error that reads as Redis being unreachable (transient: waits retry it).
-fn unreachable(why: &'static str) -> RedisError {
+pub(super) fn unreachable(why: &'static str) -> RedisError {
     RedisError::from((ErrorKind::Io, why))
 }
