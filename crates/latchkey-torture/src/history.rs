@@ -79,7 +79,11 @@ pub struct Attempt {
     pub start_us: u64,
     pub end_us: u64,
     pub timeout_us: Option<u64>,
+    /// The lease it asked for.
+    pub ttl_us: u64,
     pub outcome: Outcome,
+    /// When its process was killed, if it was.
+    pub killed_us: Option<u64>,
 }
 
 /// One acquisition, from `lock()` returning to the end of its release.
@@ -166,6 +170,14 @@ impl History {
         history
     }
 
+    /// A logged lease, or the run's for logs from before leases were logged (0).
+    fn ttl_or_the_run_s(&self, ttl_us: u64) -> u64 {
+        match ttl_us {
+            0 => self.facts.ttl_us,
+            logged => logged,
+        }
+    }
+
     fn add(&mut self, record: Record, killed_us: Option<u64>, holds: &mut HashMap<Holder, Hold>) {
         match record {
             Record::Attempt {
@@ -175,6 +187,7 @@ impl History {
                 start_us,
                 end_us,
                 timeout_us,
+                ttl_us,
                 outcome,
             } => self.attempts.push(Attempt {
                 holder,
@@ -183,7 +196,9 @@ impl History {
                 start_us,
                 end_us,
                 timeout_us,
+                ttl_us: self.ttl_or_the_run_s(ttl_us),
                 outcome,
+                killed_us,
             }),
             Record::Acquired {
                 holder,
@@ -195,10 +210,7 @@ impl History {
                 ttl_us,
                 weight,
             } => {
-                let ttl_us = match ttl_us {
-                    0 => self.facts.ttl_us,
-                    logged => logged,
-                };
+                let ttl_us = self.ttl_or_the_run_s(ttl_us);
                 holds.insert(
                     holder,
                     Hold {

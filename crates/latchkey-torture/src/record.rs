@@ -18,6 +18,9 @@ pub enum Record {
         end_us: u64,
         /// The wait asked of `lock_timeout`, if the attempt used it.
         timeout_us: Option<u64>,
+        /// The lease it asked for (0 in logs from before it was logged: the run's).
+        #[serde(default)]
+        ttl_us: u64,
         outcome: Outcome,
     },
     /// `lock()` returned: the holder knows it holds the lock from `at_us` on.

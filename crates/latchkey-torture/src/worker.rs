@@ -322,6 +322,7 @@ where
             start_us,
             end_us: attempted.end_us,
             timeout_us: attempted.timeout.map(crate::record::micros),
+            ttl_us: crate::record::micros(lease.ttl(shared.args.ttl)),
             outcome: attempted.outcome(),
         });
         let guard = match attempted.result {

@@ -55,6 +55,7 @@ pub fn held(worker: usize, seq: u64, fence: u64, valid: (u64, u64)) -> Vec<Recor
             start_us: valid.0,
             end_us: valid.0,
             timeout_us: None,
+            ttl_us: TTL,
             outcome: Outcome::Acquired,
         },
         Record::Acquired {

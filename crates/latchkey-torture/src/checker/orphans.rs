@@ -22,15 +22,22 @@
 //!   guard's drop cannot free the lock in a frozen or dead process);
 //! - for a token no guard ever had (a grant whose caller was cancelled or killed
 //!   before `lock()` returned, or a handover to a waiter that gave up or froze): the
-//!   expiry its key had when first seen, at most the waiter lease. Such a key may run
-//!   out, but nothing may renew it.
+//!   expiry its key had when first seen, or, if a waiter that logged no guard could
+//!   have sent the grant (it had started by then and its cleanup, below, had not
+//!   ended), that waiter's end, with the same allowances as a release: its attempts
+//!   take the lock again under the same token while it waits (a retry after a lost
+//!   reply; a handover's holder renewing what a release passed it), and its end
+//!   undoes them. The history does not say which waiter a token was (the library
+//!   draws it), so the latest such cleanup bounds it; once every possible owner is
+//!   gone, nothing may renew it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
 use super::{Property, Verdict, ms, paused};
 use crate::history::{History, Hold};
+use crate::record::{Mode, Outcome};
 use crate::sampler::HoldRun;
 
 /// How long past its deadline an orphan may still be seen: the guard's background
@@ -66,11 +73,17 @@ pub fn check(history: &History, verdict: &mut Verdict) {
         .iter()
         .map(|hold| (hold.owner.as_str(), hold))
         .collect();
+    let waiters = unlogged_waiters(history);
     for run in &facts.samples {
         verdict.orphans.runs += 1;
         let orphan = match guards.get(run.token.as_str()) {
             Some(hold) => released_orphan(history, hold, run),
-            None => Some(unknown_orphan(history, run)),
+            None => {
+                let waiters = waiters
+                    .get(run.lock.as_str())
+                    .map_or(&[][..], Vec::as_slice);
+                Some(unknown_orphan(history, waiters, run))
+            }
         };
         let Some(Orphan {
             since_us,
@@ -118,33 +131,58 @@ fn released_orphan(history: &History, hold: &Hold, run: &HoldRun) -> Option<Orph
     if run.last_us <= gone {
         return None;
     }
-    let facts = &history.facts;
-    // Stopped before the guard's drop could free the lock.
-    let cleanup = (gone, gone + ORPHAN_SLACK_US);
-    let frozen = || {
-        paused(history, hold.holder.worker, cleanup.0, cleanup.1)
-            || hold
-                .killed_us
-                .is_some_and(|killed| cleanup.0 <= killed && killed <= cleanup.1)
-    };
     // The longest expiry this holder's keys may have: its lease, or a handover's
     // waiter lease.
-    let lease = hold.ttl_us.max(facts.waiter_lease_us);
+    let lease = hold.ttl_us.max(history.facts.waiter_lease_us);
     let deadline_us = match &hold.end {
-        Some(_) if let Some(back) = redis_back_after(history, gone, lease) => {
-            // A release that met the fault is retried until it lands: once Redis
-            // answers again, within one reply timeout and one retry pause; never
-            // later than the lease would have ended anyway.
-            (gone + lease).min(gone.max(back) + RELEASE_RETRY_US)
+        Some(_) => {
+            let ended = Ended {
+                gone,
+                worker: hold.holder.worker,
+                killed_us: hold.killed_us,
+                ttl: hold.ttl_us,
+            };
+            ended.cleaned_up_by(history, lease)
         }
-        Some(_) if frozen() => gone + hold.ttl_us,
-        Some(_) => gone,
         None => gone + hold.ttl_us,
     };
     Some(Orphan {
         since_us: gone.max(run.first_us),
         deadline_us: deadline_us.max(restored_until(history, run.first_us, lease)),
     })
+}
+
+/// A hold or wait that ended at `gone` (a release returned, a waiter gave up), in
+/// `worker`'s process, killed at `killed_us` if it was, with a lease of `ttl`.
+struct Ended {
+    gone: u64,
+    worker: usize,
+    killed_us: Option<u64>,
+    ttl: u64,
+}
+
+impl Ended {
+    /// When its keys must be gone, before slack: at once, as its release or undo
+    /// frees them; a lease later if its process froze or died right then, before the
+    /// drop could send it; and if a fault hit Redis around it, the release is retried
+    /// until it lands (once Redis answers again, within one reply timeout and one
+    /// retry pause), never later than the longest `lease` its keys may have (its own,
+    /// or a handover's waiter lease) would have ended anyway.
+    fn cleaned_up_by(&self, history: &History, lease: u64) -> u64 {
+        let gone = self.gone;
+        if let Some(back) = redis_back_after(history, gone, lease) {
+            return (gone + lease).min(gone.max(back) + RELEASE_RETRY_US);
+        }
+        let cleanup_end = gone + ORPHAN_SLACK_US;
+        let frozen = paused(history, self.worker, gone, cleanup_end)
+            || self
+                .killed_us
+                .is_some_and(|killed| gone <= killed && killed <= cleanup_end);
+        match frozen {
+            true => gone + self.ttl,
+            false => gone,
+        }
+    }
 }
 
 /// Until when a key first seen at `seen_us` may have been brought back by a restart
@@ -162,22 +200,76 @@ fn restored_until(history: &History, seen_us: u64, lease: u64) -> u64 {
         .unwrap_or(0)
 }
 
-/// A token no guard ever had: it may live out the expiry it had when first seen.
-/// With `--wait-replicas`, a grant the replica did not confirm is undone and the
-/// waiter tries again under the same token: while the replica is missing (a
-/// failover) its tries take and undo the lock over and over, for as long as the
-/// waiter waits (at most a waiter lease after a grant, as every grant it makes).
-fn unknown_orphan(history: &History, run: &HoldRun) -> Orphan {
+/// A token no guard ever had: it may live out the expiry it had when first seen, or
+/// until the cleanup of the latest waiter that could have been its owner.
+fn unknown_orphan(history: &History, waiters: &[Waiter], run: &HoldRun) -> Orphan {
     let expiry_us = u64::try_from(run.first_pttl_ms).unwrap_or(0) * 1000;
-    let facts = &history.facts;
-    let retried_us = match facts.wait_replicas {
-        true => facts.waiter_lease_us.max(facts.ttl_us),
-        false => 0,
-    };
+    let lease = history.facts.waiter_lease_us;
+    let owner_gone = waiters
+        .iter()
+        .filter(|waiter| waiter.start_us <= run.first_us)
+        .map(|waiter| {
+            waiter
+                .ended
+                .cleaned_up_by(history, lease.max(waiter.ended.ttl))
+        })
+        .filter(|&cleaned| cleaned >= run.first_sent_us)
+        .max()
+        .unwrap_or(0);
     Orphan {
         since_us: run.first_us,
-        deadline_us: run.first_us + expiry_us.max(retried_us),
+        deadline_us: (run.first_us + expiry_us).max(owner_gone),
     }
+}
+
+/// A wait that logged no guard, so its token is not in the history: an attempt
+/// that ended without one, or the waiter an `AbortHandoff` release passed the lock
+/// to (aborted right after, or its guard dropped at once).
+struct Waiter {
+    start_us: u64,
+    ended: Ended,
+}
+
+/// Every lock's waiters that logged no guard.
+fn unlogged_waiters(history: &History) -> HashMap<&str, Vec<Waiter>> {
+    let mut waiters: HashMap<&str, Vec<Waiter>> = HashMap::new();
+    let mut handing_off = HashSet::new();
+    for attempt in &history.attempts {
+        if attempt.outcome == Outcome::Acquired {
+            if attempt.mode == Mode::AbortHandoff {
+                handing_off.insert(attempt.holder);
+            }
+            continue;
+        }
+        waiters.entry(&attempt.lock).or_default().push(Waiter {
+            start_us: attempt.start_us,
+            ended: Ended {
+                gone: attempt.end_us,
+                worker: attempt.holder.worker,
+                killed_us: attempt.killed_us,
+                ttl: attempt.ttl_us,
+            },
+        });
+    }
+    for hold in &history.holds {
+        let Some(end) = hold
+            .end
+            .as_ref()
+            .filter(|_| handing_off.contains(&hold.holder))
+        else {
+            continue;
+        };
+        waiters.entry(&hold.lock).or_default().push(Waiter {
+            start_us: end.release_us,
+            ended: Ended {
+                gone: end.release_end_us,
+                worker: hold.holder.worker,
+                killed_us: hold.killed_us,
+                ttl: hold.ttl_us,
+            },
+        });
+    }
+    waiters
 }
 
 /// If a fault hit Redis or the network within a lease before `at`, or within
@@ -204,6 +296,7 @@ mod tests {
     use super::ORPHAN_SLACK_US;
     use crate::faults::Fault;
     use crate::history::RunFacts;
+    use crate::record::{Mode, Outcome, Record};
     use crate::sampler::HoldRun;
 
     fn seen(token: String, first_us: u64, last_us: u64, first_pttl_ms: i64) -> HoldRun {
@@ -335,6 +428,44 @@ mod tests {
         // Still there after the expiry it had: something renewed it.
         facts.samples[0].last_us = 1_000_000 + 2 * ORPHAN_SLACK_US;
         let v = check(&history(facts, &[]));
+        assert_eq!(v.violations[&Property::Orphan], 1);
+    }
+
+    /// A waiter cancelled at 400 ms that logged no guard: its retries renewed its
+    /// token (first seen at 100 ms with 300 ms left) until it gave up.
+    fn cancelled_waiter(facts: &mut RunFacts, last_us: u64) -> super::super::Verdict {
+        facts.samples = vec![seen("waiter's".into(), 100_000, last_us, 300)];
+        let attempt = Record::Attempt {
+            holder: holder(1, 1),
+            lock: "l".into(),
+            mode: Mode::Abort,
+            start_us: 50_000,
+            end_us: 400_000,
+            timeout_us: None,
+            ttl_us: TTL,
+            outcome: Outcome::Cancelled,
+        };
+        check(&history(facts.clone(), &[(None, vec![attempt])]))
+    }
+
+    #[test]
+    fn a_token_no_guard_had_may_be_renewed_by_its_waiter_until_it_gives_up() {
+        let mut facts = facts();
+        // Its undo frees the lock at once.
+        let v = cancelled_waiter(&mut facts, 400_000 + ORPHAN_SLACK_US / 2);
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+        let v = cancelled_waiter(&mut facts, 400_000 + 2 * ORPHAN_SLACK_US);
+        assert_eq!(v.violations[&Property::Orphan], 1);
+        // An undo that met a reset is retried once Redis answers (a long waiter
+        // lease, so that bound, not the lease, is what counts).
+        facts.waiter_lease_us = 30_000_000;
+        facts
+            .faults
+            .push(window(Fault::ResetConnections, 390_000, 420_000, None));
+        let retried = 420_000 + super::RELEASE_RETRY_US;
+        let v = cancelled_waiter(&mut facts, retried);
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+        let v = cancelled_waiter(&mut facts, retried + 2 * ORPHAN_SLACK_US);
         assert_eq!(v.violations[&Property::Orphan], 1);
     }
 

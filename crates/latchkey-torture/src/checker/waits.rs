@@ -75,6 +75,7 @@ mod tests {
             start_us: 1_000,
             end_us: 1_000 + waited,
             timeout_us: Some(100_000),
+            ttl_us: TTL,
             outcome: Outcome::Busy,
         }
     }
