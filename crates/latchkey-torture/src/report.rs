@@ -104,6 +104,12 @@ fn print_text(report: &Report) {
         v.liveness.starved,
         v.liveness.held_by_the_dead
     );
+    if v.fifo.waiters_checked > 0 {
+        println!(
+            "first come, first served: {} waiters in line undisturbed, {} requests begun behind one served after it, {} waiters overtaken",
+            v.fifo.waiters_checked, v.fifo.served_behind, v.fifo.overtaken
+        );
+    }
     println!(
         "orphan holds: {} runs sampled, {} orphans ({} tokens no guard had), longest {:.1} ms, worst {:.1} ms past its deadline (slack {} ms), {} over",
         v.orphans.runs,

@@ -4,6 +4,7 @@
 mod capacity;
 mod exclusion;
 mod fences;
+mod fifo;
 #[cfg(test)]
 mod fixtures;
 mod holds;
@@ -44,6 +45,9 @@ pub enum Property {
     BoundedWait,
     /// Every live worker took every lock in the quiet phase.
     Liveness,
+    /// No request to a semaphore or read-write lock was served before one that
+    /// stood in line ahead of it.
+    Fifo,
     /// No lock held by a token nobody holds, beyond the bound.
     Orphan,
     /// No token set again after its guard was gone.
@@ -85,6 +89,7 @@ pub struct Verdict {
     pub fences: fences::Stats,
     pub waits: waits::Stats,
     pub liveness: liveness::Stats,
+    pub fifo: fifo::Stats,
     pub orphans: orphans::Stats,
     pub resurrections: resurrection::Stats,
     pub rates: rates::Stats,
@@ -119,6 +124,7 @@ pub fn check(history: &History) -> Verdict {
     fences::check(history, &mut verdict);
     waits::check(history, &mut verdict);
     liveness::check(history, &mut verdict);
+    fifo::check(history, &mut verdict);
     orphans::check(history, &mut verdict);
     resurrection::check(history, &mut verdict);
     rates::check(history, &mut verdict);
