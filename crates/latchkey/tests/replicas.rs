@@ -177,3 +177,43 @@ async fn permits_wait_for_replicas_too() {
         "the unconfirmed permit was kept"
     );
 }
+
+/// A grant sent just as the primary froze, whose waiter gave up before the primary
+/// woke: its undo must run after it, and so free the lock, however the woken server
+/// orders its connections. (The undo once went on another connection than the
+/// grant, ran first, found nothing, and the grant then held the lock for nobody for
+/// its whole lease: `latchkey-torture --wait-replicas`, seed 982710591443319065.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_delayed_by_a_frozen_primary_is_undone_after_it_lands() {
+    let (primary, _replica) = primary_and_replica();
+    let client = waiting_for(&primary, 1).await;
+    let mutex = client.mutex("payout").unwrap();
+    // Connect and load the scripts first, so the try below is a single request.
+    drop(mutex.try_lock().await.unwrap());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for round in 0..5 {
+        primary.pause().unwrap();
+        // A read sent first makes the store's other connection the first the woken
+        // server serves (its epoll lists connections in the order data came).
+        let read = tokio::spawn({
+            let mutex = mutex.clone();
+            async move { mutex.is_locked().await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let err = mutex
+            .lock_timeout(Duration::from_millis(150))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Unreachable { .. }), "{err}");
+        // Woken before the requests time out (1 s): both are in its buffers.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        primary.resume().unwrap();
+        let _ = read.await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let held: Option<String> = primary.connection().unwrap().get("payout").unwrap();
+        assert_eq!(
+            held, None,
+            "round {round}: the late grant holds the lock for nobody"
+        );
+    }
+}

@@ -179,7 +179,7 @@ impl LockStore for PermitStore {
             .arg(self.permits)
             .arg(leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string()))
             .arg(self.inner.publish_mode());
-        self.inner.run(&call, key).await
+        self.inner.run_release(&call, key).await
     }
 
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {

@@ -61,9 +61,10 @@ pub(crate) type GrantReply = (i64, i64, Option<String>, u64, u64);
 struct Replication {
     replicas: u32,
     timeout: Duration,
-    /// A connection of their own for the grants and renewals that wait: WAIT holds
-    /// up everything behind it on a connection, and the store's other commands
-    /// (releases, renewals of other locks) must not queue behind a slow replica.
+    /// A connection of their own for the grants and renewals that wait, and the
+    /// releases that must reach the server after them: WAIT holds up everything
+    /// behind it on a connection, and the store's other commands (status, rate
+    /// limits) must not queue behind a slow replica.
     conn: Connection,
 }
 
@@ -358,10 +359,12 @@ impl RedisStore {
     /// lock. A guard says how many confirmed
     /// ([`MutexGuard::replicas`](crate::MutexGuard::replicas)).
     ///
-    /// The grants and renewals that wait go over a connection of their own, one
-    /// after another (WAIT holds up what is behind it on a connection): releases
-    /// and other commands do not queue behind a slow replica, but many locks taken
-    /// at once while replicas lag wait in turn.
+    /// The grants, renewals and releases go over a connection of their own, one
+    /// after another (WAIT holds up what is behind it on a connection): other
+    /// commands do not queue behind a slow replica, but many locks taken at once
+    /// while replicas lag wait in turn, and a release may wait behind another
+    /// lock's grant, for at most `timeout`. Releases go there so that the undo of a
+    /// grant whose reply was lost reaches the server after that grant.
     ///
     /// Handovers then stop at the wake-up: the waiter claims the lock itself, so its
     /// grant is confirmed too (one more round trip per handover), and tasks of one
@@ -531,7 +534,35 @@ impl RedisStore {
         call: &ScriptInvocation<'_>,
         key: &LockKey,
     ) -> Result<T> {
-        let mut conn = self.conn.clone();
+        self.run_on(&self.conn, call, key).await
+    }
+
+    /// Runs a release (or the undo of an attempt) behind the grants that wait for
+    /// replicas, on their connection, when they do. An undo must reach the server
+    /// after the grant whose reply was lost: on another connection it may run
+    /// first (a paused server holding both serves its connections in any order),
+    /// find nothing to undo, and the grant then lands for nobody, for a whole
+    /// lease. On one connection the server runs them in the order sent.
+    pub(crate) async fn run_release<T: FromRedisValue>(
+        &self,
+        call: &ScriptInvocation<'_>,
+        key: &LockKey,
+    ) -> Result<T> {
+        let conn = self
+            .replication
+            .as_ref()
+            .map_or(&self.conn, |replication| &replication.conn);
+        self.run_on(conn, call, key).await
+    }
+
+    /// [`RedisStore::run`] on `conn`.
+    async fn run_on<T: FromRedisValue>(
+        &self,
+        conn: &Connection,
+        call: &ScriptInvocation<'_>,
+        key: &LockKey,
+    ) -> Result<T> {
+        let mut conn = conn.clone();
         let mut reply = call.invoke_async(&mut conn).await;
         for pause in NOT_RUN_PAUSES {
             if !reply.as_ref().is_err_and(not_run) {
@@ -628,7 +659,7 @@ impl LockStore for RedisStore {
         call.arg(owner.as_str())
             .arg(leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string()))
             .arg(self.publish_mode());
-        self.run(&call, key).await
+        self.run_release(&call, key).await
     }
 
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
