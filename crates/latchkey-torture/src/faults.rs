@@ -20,7 +20,19 @@ use crate::servers::Servers;
 use crate::workers::Workers;
 
 /// A kind of fault.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Fault {
     /// SIGKILL a worker and start a new one in its slot.
@@ -93,10 +105,17 @@ pub enum Fault {
     /// An operator breaks a random lock (`latchkey release --force`): its holder must
     /// learn it at its next renewal, and nothing may take the lock back.
     ForceRelease,
+    /// (one server) The server's clock jumps forward by one `--ttl`, as seen by the
+    /// holds (`clock_jump.lua`): every lease ends that much sooner, the short ones at
+    /// once, with no release. Nothing can prevent the overlap that follows (the
+    /// fence refuses the stale holder's write); a renewing holder must hear of it
+    /// at its next renewal.
+    ClockJump,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 16] = [
+    pub const ALL: [Fault; 17] = [
+        Fault::ClockJump,
         Fault::PartitionReplica,
         Fault::ForceRelease,
         Fault::KillWorker,
@@ -155,13 +174,18 @@ impl Fault {
         Fault::ResetConnections,
     ];
 
-    pub fn pick(rng: &mut impl Rng, servers: &Servers) -> Fault {
-        let faults: &[Fault] = match servers {
+    /// The faults a deployment can be given.
+    pub fn of(servers: &Servers) -> &'static [Fault] {
+        match servers {
             Servers::Single(_) => &Fault::ALL,
             Servers::Cluster(_) => &Fault::CLUSTER,
             Servers::Quorum(_) => &Fault::QUORUM,
             Servers::Sentinel(_) => &Fault::SENTINEL,
-        };
+        }
+    }
+
+    /// One of `faults`, at random.
+    pub fn pick(rng: &mut impl Rng, faults: &[Fault]) -> Fault {
         faults[rng.random_range(0..faults.len())]
     }
 
@@ -173,6 +197,7 @@ impl Fault {
         matches!(
             self,
             Fault::ForceRelease
+                | Fault::ClockJump
                 | Fault::RestartRedisNow
                 | Fault::RestartFromSnapshot
                 | Fault::RestartFromAof
@@ -211,7 +236,11 @@ impl Fault {
     pub fn hits_redis(self) -> bool {
         !matches!(
             self,
-            Fault::KillWorker | Fault::PauseWorker | Fault::Snapshot | Fault::ForceRelease
+            Fault::KillWorker
+                | Fault::PauseWorker
+                | Fault::Snapshot
+                | Fault::ForceRelease
+                | Fault::ClockJump
         )
     }
 
@@ -262,6 +291,9 @@ pub async fn inject(
             let lock = &locks[rng.random_range(0..locks.len())];
             broke = force_release(&servers.url(), lock, workload).await;
         }
+        (Fault::ClockJump, Servers::Single(servers)) => {
+            clock_jump(servers.primary(), locks, workload, ttl)?;
+        }
         (Fault::KillWorker, _) => worker = Some(workers.kill_one(rng).await),
         (Fault::PauseWorker, _) => worker = Some(pause_worker(ttl, workers, rng).await),
         (_, Servers::Single(servers)) => on_one_node(fault, ttl, servers, rng).await?,
@@ -275,6 +307,41 @@ pub async fn inject(
         to_us: now_us(),
         worker,
         broke,
+    })
+}
+
+static CLOCK_JUMP: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(include_str!("clock_jump.lua")));
+
+/// Ends every lease of `locks` one `ttl` sooner, as a forward jump of the server's
+/// clock would.
+fn clock_jump(
+    primary: &RedisServer,
+    locks: &[String],
+    workload: Workload,
+    ttl: Duration,
+) -> io::Result<()> {
+    let keys: Vec<String> = locks
+        .iter()
+        .filter_map(|lock| match workload {
+            Workload::Mutex => Some(lock.clone()),
+            Workload::Semaphore => Some(format!("{{{lock}}}:lk:sem")),
+            Workload::RwLock => Some(format!("{{{lock}}}:lk:rw")),
+            Workload::Transaction => Some(format!("{{{lock}}}:tx")),
+            // A rate limit's state is its own clock: not a lease.
+            Workload::RateLimit => None,
+        })
+        .collect();
+    tokio::task::block_in_place(|| {
+        let mut conn = primary.connection().map_err(io::Error::other)?;
+        let mut call = CLOCK_JUMP.prepare_invoke();
+        for key in &keys {
+            call.key(key);
+        }
+        call.arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+        // A server down for another fault's restart: nothing to jump.
+        let _: redis::RedisResult<i64> = call.invoke(&mut conn);
+        Ok(())
     })
 }
 

@@ -121,6 +121,10 @@ pub struct RunArgs {
     /// Redis deployment: not with --quorum).
     #[arg(long, value_enum, default_value_t = Workload::Mutex, conflicts_with = "quorum")]
     workload: Workload,
+    /// Inject only these faults (comma-separated, e.g. `clock-jump,pause-worker`);
+    /// every fault the deployment can be given when omitted.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    faults: Vec<Fault>,
 }
 
 /// What the workers' tasks contend for.
@@ -278,6 +282,24 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
         (false, None) => LockServers::start().map(|servers| Servers::Single(Box::new(servers))),
     })
     .map_err(|e| format!("starting the lock servers: {e}"))?;
+    let deployment_s = Fault::of(&servers);
+    let offered: Vec<Fault> = match args.faults.is_empty() {
+        true => deployment_s.to_vec(),
+        false => args.faults.clone(),
+    };
+    if let Some(foreign) = offered.iter().find(|f| !deployment_s.contains(f)) {
+        let name = |fault: &Fault| {
+            fault
+                .to_possible_value()
+                .map_or_else(|| format!("{fault:?}"), |v| v.get_name().to_owned())
+        };
+        let names: Vec<String> = deployment_s.iter().map(name).collect();
+        return Err(format!(
+            "--faults: this deployment cannot be given {}; it can be given {}",
+            name(foreign),
+            names.join(",")
+        ));
+    }
     let resource = tokio::task::block_in_place(RedisServer::start)
         .map_err(|e| format!("starting the resource server: {e}"))?;
     let dir = run_dir()?;
@@ -297,7 +319,7 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
     let started = Instant::now();
     while started.elapsed() < args.duration {
         tokio::time::sleep(Duration::from_millis(rng.random_range(300..1200))).await;
-        let fault = Fault::pick(&mut rng, &servers);
+        let fault = Fault::pick(&mut rng, &offered);
         progress.set_message(format!("{fault:?}"));
         let window = faults::inject(
             fault,

@@ -30,6 +30,8 @@ pub const LONG_TTL: Duration = Duration::from_secs(10);
 /// Share of short-lease sections that end about when the watchdog renews (a third
 /// of the lease): the release races a renewal, which must never recreate the lock.
 const RENEWAL_DUE_SHARE: f64 = 0.15;
+/// Share of short-lease sections held through several renewals.
+const RENEWED_SHARE: f64 = 0.05;
 /// How long a queued waiter that stopped renewing keeps its place, set explicitly
 /// so the checker's bounds do not move with the library's default.
 pub const WAITER_LEASE: Duration = Duration::from_secs(1);
@@ -356,6 +358,9 @@ where
                 Held::Short if rng.random_bool(RENEWAL_DUE_SHARE) => {
                     shared.args.ttl / 3 + Duration::from_millis(rng.random_range(0..15))
                 }
+                // Through several renewals: a lease that ends under it (a clock
+                // jump, an operator) must be heard of at the next one.
+                Held::Short if rng.random_bool(RENEWED_SHARE) => shared.args.ttl * 3 / 2,
                 Held::Short | Held::Long => Duration::from_millis(rng.random_range(1..20)),
             },
         };

@@ -1,10 +1,18 @@
 //! Counts of attempts and acquisitions, and two promises about each acquisition:
 //! it ends (unless its process was killed), and a holder whose lease ended under it
-//! heard of it (`lost` fired).
+//! heard of it (`lost` fired): when its release found the lease gone, and, after
+//! the server's clock jumped forward past its lease, by its next renewal
+//! ([`TOLD_OF_A_JUMP_SLACK_US`]).
 
-use super::{Property, Verdict, amnesia_windows, in_amnesia};
-use crate::history::History;
+use super::{Property, Verdict, amnesia_windows, in_amnesia, paused};
+use crate::faults::Fault;
+use crate::history::{History, Hold};
 use crate::record::Outcome;
+
+/// How long past its next renewal (due within a third of its lease) a holder whose
+/// lease a clock jump ended may not know it yet: the renewal's reply, and
+/// scheduling on a loaded machine.
+const TOLD_OF_A_JUMP_SLACK_US: u64 = 100_000;
 
 pub fn check(history: &History, verdict: &mut Verdict) {
     for attempt in &history.attempts {
@@ -47,6 +55,7 @@ pub fn check(history: &History, verdict: &mut Verdict) {
             Some(false) => verdict.writes_rejected += 1,
             None => {}
         }
+        told_of_clock_jumps(history, hold, verdict);
         if end.released == Some(false)
             && !end.lost
             && in_amnesia(&amnesia, hold.acquired_us, end.release_us, hold.ttl_us).is_none()
@@ -62,10 +71,71 @@ pub fn check(history: &History, verdict: &mut Verdict) {
     }
 }
 
+/// A lease no longer than the jump ended at the jump; a holder whose release went
+/// out later than its next renewal was due (a third of its lease, and slack) must
+/// have heard by then, unless Redis or its own process could not renew meanwhile.
+fn told_of_clock_jumps(history: &History, hold: &Hold, verdict: &mut Verdict) {
+    let Some(end) = &hold.end else {
+        return;
+    };
+    let jump_us = history.facts.ttl_us;
+    let jumps = history.facts.faults.iter().filter(|window| {
+        window.fault == Fault::ClockJump
+            && hold.ttl_us <= jump_us
+            && hold.acquired_us < window.from_us
+            && window.to_us + hold.ttl_us / 3 + TOLD_OF_A_JUMP_SLACK_US < end.release_us
+    });
+    for jump in jumps {
+        let renewal_blocked = paused(history, hold.holder.worker, jump.from_us, end.release_us)
+            || history.facts.faults.iter().any(|other| {
+                other.fault.hits_redis()
+                    && other.from_us <= end.release_us
+                    && jump.from_us <= other.to_us
+            });
+        if end.lost || renewal_blocked {
+            continue;
+        }
+        verdict.violate(
+            Property::LostSignal,
+            format!(
+                "{:?} on {}: the clock jump at {} µs ended its lease, and its release {} ms \
+                 later still had not heard",
+                hold.holder,
+                hold.lock,
+                jump.from_us,
+                (end.release_us - jump.to_us) / 1000
+            ),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
     use super::super::{Property, check};
+    use crate::faults::Fault;
+
+    /// Held from 0 to `released`, with a clock jump at 500 ms.
+    fn jumped(released: u64, lost: bool) -> super::super::Verdict {
+        let mut facts = facts();
+        facts
+            .faults
+            .push(window(Fault::ClockJump, 500_000, 500_100, None));
+        let mut history = history(facts, &[(None, held(0, 1, 1, (0, released)))]);
+        history.holds[0].end.as_mut().unwrap().lost = lost;
+        check(&history)
+    }
+
+    #[test]
+    fn a_holder_not_told_of_a_clock_jump_by_its_next_renewal_is_a_violation() {
+        let v = jumped(1_000_000, false);
+        assert_eq!(v.violations[&Property::LostSignal], 1, "{:?}", v.examples);
+        let v = jumped(1_000_000, true);
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+        // Released before its next renewal was due: it could not know yet.
+        let v = jumped(600_000, false);
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+    }
 
     #[test]
     fn a_lease_lost_without_the_signal_is_a_violation() {
