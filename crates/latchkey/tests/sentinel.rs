@@ -221,3 +221,48 @@ async fn answer_as_stale_sentinel(socket: tokio::net::TcpStream, primary: u16) {
         }
     }
 }
+
+/// A transaction's idle connection (kept for the next one) to a primary that a
+/// failover replaced, and that still answers as a master (paused through the
+/// failover, it is demoted only seconds after it wakes): the next transaction must
+/// commit on the new primary, not there, where the demotion throws it away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_after_a_failover_commits_on_the_new_primary() {
+    let set = Sentinels::start().unwrap();
+    let client = client(&set).await;
+    let increment = |tx: latchkey::transaction::Transaction| async move {
+        tx.run(|reads| async move {
+            let n: Option<i64> = reads.get("balance").await?;
+            let mut writes = redis::pipe();
+            writes.set("balance", n.unwrap_or(0) + 1).ignore();
+            Ok(Some(writes))
+        })
+        .await
+        .unwrap()
+    };
+    let _: Option<()> = increment(client.transaction(&["balance"]).unwrap()).await;
+    let old = set.primary_port().unwrap();
+    tokio::task::block_in_place(|| set.failover().unwrap());
+    // The old primary answers as a master again, as one paused through the
+    // failover does until the Sentinels demote it.
+    let old_server = set.servers().iter().find(|s| s.port() == old).unwrap();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut old_server.connection().unwrap())
+        .unwrap();
+    // Past the client's check of the primary (every 500 ms).
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let _: Option<()> = increment(client.transaction(&["balance"]).unwrap()).await;
+    let new = set.primary_port().unwrap();
+    let new_server = set.servers().iter().find(|s| s.port() == new).unwrap();
+    let balance: Option<i64> = redis::cmd("GET")
+        .arg("balance")
+        .query(&mut new_server.connection().unwrap())
+        .unwrap();
+    assert_eq!(
+        balance,
+        Some(2),
+        "the second commit went to the old primary"
+    );
+}

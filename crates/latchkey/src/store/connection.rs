@@ -81,6 +81,24 @@ impl Connection {
         Connection(Link::Replaced(replaceable))
     }
 
+    /// Behind Sentinel, the server named the primary at most [`PRIMARY_CHECK`] ago
+    /// (the Sentinels are asked first if it was longer); `None` for other targets
+    /// or when the primary cannot be reached.
+    pub(crate) async fn primary(&self) -> Option<String> {
+        let Link::Replaced(replaceable) = &self.0 else {
+            return None;
+        };
+        if !replaceable.target.follows_failover() {
+            return None;
+        }
+        replaceable.current().await.ok()?;
+        replaceable
+            .address
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Whether this connection goes to a Redis Cluster.
     pub(crate) fn is_cluster(&self) -> bool {
         match &self.0 {

@@ -24,18 +24,36 @@ const MAX_IDLE: usize = 8;
 /// The idle dedicated connections of a store; clones share them.
 #[derive(Clone, Default)]
 pub(crate) struct Dedicated {
-    idle: Arc<Mutex<Vec<MultiplexedConnection>>>,
+    idle: Arc<Mutex<Vec<DedicatedConn>>>,
+}
+
+/// A connection of its own, and the server it goes to (behind Sentinel: the primary
+/// it was named when it connected; `None` otherwise).
+pub(crate) struct DedicatedConn {
+    pub(crate) conn: MultiplexedConnection,
+    server: Option<String>,
 }
 
 impl Dedicated {
-    /// An idle connection, or a new one to `target`'s server.
+    /// An idle connection, or a new one to `target`'s server. Behind Sentinel,
+    /// `primary` is the server named the primary now: idle connections to another
+    /// (the old primary after a failover, still a writable master until the
+    /// Sentinels demote it, seconds later) are dropped, for what they commit there
+    /// the demotion throws away.
     pub(crate) async fn take(
         &self,
         target: Option<&Target>,
         node: &str,
-    ) -> Result<MultiplexedConnection> {
-        if let Some(conn) = self.lock().pop() {
-            return Ok(conn);
+        primary: Option<String>,
+    ) -> Result<DedicatedConn> {
+        {
+            let mut idle = self.lock();
+            if primary.is_some() && idle.iter().any(|taken| taken.server != primary) {
+                idle.clear();
+            }
+            if let Some(conn) = idle.pop() {
+                return Ok(conn);
+            }
         }
         let target = match target {
             Some(Target::Cluster(_)) => {
@@ -57,15 +75,19 @@ impl Dedicated {
             .client()
             .await
             .map_err(|e| Error::from_redis(e, node, ""))?;
-        client
+        let server = target
+            .follows_failover()
+            .then(|| client.get_connection_info().addr().to_string());
+        let conn = client
             .get_multiplexed_async_connection_with_config(&config)
             .await
-            .map_err(|e| Error::from_redis(e, node, ""))
+            .map_err(|e| Error::from_redis(e, node, ""))?;
+        Ok(DedicatedConn { conn, server })
     }
 
     /// Keeps `conn` for the next transaction. Only for a connection whose last
     /// command (EXEC or UNWATCH) answered: it watches nothing.
-    pub(crate) fn give_back(&self, conn: MultiplexedConnection) {
+    pub(crate) fn give_back(&self, conn: DedicatedConn) {
         let mut idle = self.lock();
         if idle.len() < MAX_IDLE {
             idle.push(conn);
@@ -78,7 +100,7 @@ impl Dedicated {
         self.lock().clear();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<MultiplexedConnection>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<DedicatedConn>> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

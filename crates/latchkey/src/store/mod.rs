@@ -37,6 +37,7 @@ use std::time::Duration;
 
 pub use attempt::{AcquireRequest, Attempt};
 pub use connection::Connection;
+pub(crate) use dedicated::DedicatedConn;
 pub use lock_store::{Inspect, LockStore, Pass, WakeUps};
 pub use redis_store::RedisStore;
 pub(crate) use redis_store::{any_tls, invalid_url};

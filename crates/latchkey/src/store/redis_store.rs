@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::aio::ConnectionManagerConfig;
 use redis::{ErrorKind, FromRedisValue, RedisResult, Script, ScriptInvocation, ServerErrorKind};
 
-use super::dedicated::Dedicated;
+use super::dedicated::{Dedicated, DedicatedConn};
 use super::subscriber::{Source, Subscriber};
 use super::target::Target;
 use super::{
@@ -497,9 +497,13 @@ impl RedisStore {
         }
     }
 
-    /// A connection no other task uses, for WATCH (see `dedicated.rs`).
-    pub(crate) async fn dedicated(&self) -> Result<redis::aio::MultiplexedConnection> {
-        self.dedicated.take(self.target.as_ref(), &self.node).await
+    /// A connection no other task uses, for WATCH (see `dedicated.rs`); behind
+    /// Sentinel, to the server named the primary at most `PRIMARY_CHECK` ago.
+    pub(crate) async fn dedicated(&self) -> Result<DedicatedConn> {
+        let primary = self.conn.primary().await;
+        self.dedicated
+            .take(self.target.as_ref(), &self.node, primary)
+            .await
     }
 
     /// Drops the idle dedicated connections (one was found broken or stale).
@@ -508,7 +512,7 @@ impl RedisStore {
     }
 
     /// Keeps a dedicated connection whose last command answered, for the next one.
-    pub(crate) fn give_back(&self, conn: redis::aio::MultiplexedConnection) {
+    pub(crate) fn give_back(&self, conn: DedicatedConn) {
         self.dedicated.give_back(conn);
     }
 

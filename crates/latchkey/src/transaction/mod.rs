@@ -16,7 +16,7 @@ use retry::Retry;
 
 use crate::error::{Error, Result};
 use crate::key::slot;
-use crate::store::RedisStore;
+use crate::store::{DedicatedConn, RedisStore};
 
 /// An optimistic transaction on some keys: [`run`](Self::run) WATCHes them, lets
 /// you read, and commits your writes with MULTI/EXEC only if none of the keys
@@ -213,17 +213,17 @@ impl Transaction {
         F: FnMut(Reads) -> Fut,
         Fut: Future<Output = Result<Option<Pipeline>>>,
     {
-        let mut conn = match self.store.dedicated().await {
-            Ok(conn) => conn,
+        let mut taken = match self.store.dedicated().await {
+            Ok(taken) => taken,
             Err(error) if error.is_transient() => return Ok(self.broken(error)),
             Err(error) => return Err(error),
         };
-        match self.watch(&mut conn).await {
+        match self.watch(&mut taken.conn).await {
             Ok(()) => {}
             Err(error @ Error::Unreachable { .. }) => return Ok(self.broken(error)),
             Err(error) => return Err(error),
         }
-        let reads = Reads::new(conn.clone(), self.store.clone(), attempt);
+        let reads = Reads::new(taken.conn.clone(), self.store.clone(), attempt);
         let decided = body(reads.clone()).await;
         if reads.broke() {
             // The connection broke under a read: nothing was sent after it.
@@ -234,14 +234,14 @@ impl Transaction {
         }
         let mut writes = match decided {
             Ok(Some(writes)) => writes,
-            Ok(None) => return self.unwatch(conn, Attempted::Done(None)).await,
-            Err(error) => return self.unwatch(conn, ()).await.and(Err(error)),
+            Ok(None) => return self.unwatch(taken, Attempted::Done(None)).await,
+            Err(error) => return self.unwatch(taken, ()).await.and(Err(error)),
         };
-        let reply: Value = match writes.atomic().query_async(&mut conn).await {
+        let reply: Value = match writes.atomic().query_async(&mut taken.conn).await {
             Ok(reply) => reply,
-            Err(error) => return Err(self.exec_failed(conn, error)),
+            Err(error) => return Err(self.exec_failed(taken, error)),
         };
-        self.store.give_back(conn);
+        self.store.give_back(taken);
         if matches!(reply, Value::Nil) {
             // A changed lock refused it: not contention to wait out.
             self.check_held(None).await?;
@@ -262,12 +262,12 @@ impl Transaction {
     /// - anything else came after EXEC answered: a write failed inside it (ignored
     ///   or not, the others ran; Redis rolls nothing back), or the replies did not
     ///   convert: the writes are in.
-    fn exec_failed(&self, conn: MultiplexedConnection, error: redis::RedisError) -> Error {
+    fn exec_failed(&self, taken: DedicatedConn, error: redis::RedisError) -> Error {
         if is_broken(&error) {
             self.store.forget_dedicated();
             return self.store.error(error, &self.keys[0]);
         }
-        self.store.give_back(conn);
+        self.store.give_back(taken);
         let refused = matches!(
             error.kind(),
             redis::ErrorKind::Server(redis::ServerErrorKind::ExecAbort)
@@ -321,10 +321,11 @@ impl Transaction {
     }
 
     /// Ends an attempt that writes nothing: UNWATCH, then the connection goes back.
-    async fn unwatch<R>(&self, mut conn: MultiplexedConnection, outcome: R) -> Result<R> {
-        let unwatched: redis::RedisResult<()> = redis::cmd("UNWATCH").query_async(&mut conn).await;
+    async fn unwatch<R>(&self, mut taken: DedicatedConn, outcome: R) -> Result<R> {
+        let unwatched: redis::RedisResult<()> =
+            redis::cmd("UNWATCH").query_async(&mut taken.conn).await;
         if unwatched.is_ok() {
-            self.store.give_back(conn);
+            self.store.give_back(taken);
         }
         Ok(outcome)
     }
