@@ -47,6 +47,18 @@ pub struct Figures {
     pub connections: Option<u64>,
     /// The bench process's resident memory while everyone waited (`waiters`).
     pub rss_bytes: Option<u64>,
+    /// Instructions per acquire + release cycle, counted by callgrind (`cost`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<Instructions>,
+}
+
+/// Instructions one acquire + release cycle costs, each side.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Instructions {
+    /// redis-server's.
+    pub server: f64,
+    /// The client process's (the library, its runtime and the connection).
+    pub client: f64,
 }
 
 impl Figures {
@@ -70,6 +82,7 @@ impl Figures {
             ping_rtt_us: None,
             connections: None,
             rss_bytes: None,
+            instructions: None,
         }
     }
 }

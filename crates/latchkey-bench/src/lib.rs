@@ -12,6 +12,7 @@
 //! # Ok(()) }
 //! ```
 
+mod budget;
 mod chart;
 mod figures;
 mod files;
@@ -27,10 +28,10 @@ use std::time::Duration;
 
 use latchkey_testkit::RedisServer;
 
-pub use figures::{Fairness, Figures, Gap, Report};
+pub use figures::{Fairness, Figures, Gap, Instructions, Report};
 pub use impls::Impl;
 pub use machine::Machine;
-pub use scenario::{Scenario, Section, worker};
+pub use scenario::{Scenario, Section, cost, worker};
 pub use stats::Percentiles;
 
 /// What to run and where to write it.
@@ -48,6 +49,8 @@ pub struct Options {
     pub chart: Option<PathBuf>,
     /// Show a progress bar on stderr.
     pub progress: bool,
+    /// Fail when the `cost` scenario's counts exceed the budget in this file.
+    pub cost_budget: Option<PathBuf>,
 }
 
 impl Options {
@@ -60,6 +63,7 @@ impl Options {
             json: None,
             chart: None,
             progress: false,
+            cost_budget: None,
         }
     }
 }
@@ -130,5 +134,9 @@ pub async fn run(options: &Options) -> Result<Report, BenchError> {
     progress.finish_and_clear();
     let report = Report { machine, results };
     files::write(&report, options)?;
+    if let Some(budget) = &options.cost_budget {
+        budget::check(budget, &report.results)?;
+        println!("within the cost budget in {}", budget.display());
+    }
     Ok(report)
 }

@@ -5,6 +5,9 @@ use crate::figures::Figures;
 
 /// One scenario's figures as a table, then latchkey's ratios to the others.
 pub(crate) fn print_table(scenario: &str, figures: &[Figures]) {
+    if figures.iter().any(|f| f.instructions.is_some()) {
+        return print_costs(scenario, figures);
+    }
     println!("\n{scenario}");
     println!(
         "  {:<15} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}",
@@ -61,5 +64,44 @@ pub(crate) fn print_table(scenario: &str, figures: &[Figures]) {
                 ours.latency_us.max as f64 / peer.latency_us.max.max(1) as f64,
             );
         }
+    }
+}
+
+/// The `cost` scenario: instructions and commands per cycle, and each one's ratio
+/// to raw `SET NX PX` + compare-and-delete.
+fn print_costs(scenario: &str, figures: &[Figures]) {
+    println!("\n{scenario} (per uncontended acquire + release; ratio to raw)");
+    println!(
+        "  {:<20} {:>20} {:>20} {:>14}",
+        "impl", "server instructions", "client instructions", "commands"
+    );
+    let raw = figures
+        .iter()
+        .find(|f| f.implementation == "raw")
+        .and_then(|f| f.instructions);
+    for f in figures {
+        let Some(cost) = f.instructions else {
+            continue;
+        };
+        let ratio = |ours: f64, theirs: Option<f64>| {
+            theirs.map_or(String::new(), |theirs| {
+                format!(" ×{:.2}", ours / theirs.max(1.0))
+            })
+        };
+        println!(
+            "  {:<20} {:>20} {:>20} {:>14.2}",
+            f.implementation,
+            format!(
+                "{:.0}{}",
+                cost.server,
+                ratio(cost.server, raw.map(|r| r.server))
+            ),
+            format!(
+                "{:.0}{}",
+                cost.client,
+                ratio(cost.client, raw.map(|r| r.client))
+            ),
+            f.redis_cmds_per_op,
+        );
     }
 }

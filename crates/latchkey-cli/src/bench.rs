@@ -35,6 +35,7 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<u8, Failure> {
         json: args.json,
         chart: args.chart,
         progress: !global.quiet,
+        cost_budget: args.cost_budget,
     };
     latchkey_bench::run(&options).await.map_err(failure)?;
     Ok(0)
@@ -47,6 +48,14 @@ pub async fn worker(job: &str) -> Result<u8, Failure> {
         .map_err(|e| Failure::usage(format!("bench-worker: not a job: {e}")))?;
     let report = latchkey_bench::worker::run(job).await.map_err(failure)?;
     crate::output::json(&report)?;
+    Ok(0)
+}
+
+/// One client run of the `cost` scenario (under callgrind, started by the bench).
+pub async fn cost_client(job: &str) -> Result<u8, Failure> {
+    let job: latchkey_bench::cost::ClientJob = serde_json::from_str(job)
+        .map_err(|e| Failure::usage(format!("bench-cost-client: not a job: {e}")))?;
+    latchkey_bench::cost::client(job).await.map_err(failure)?;
     Ok(0)
 }
 

@@ -123,6 +123,13 @@ pub enum Command {
         /// The job, as JSON.
         job: String,
     },
+    /// One client run of `bench --scenario cost`, under callgrind (internal).
+    #[cfg(feature = "bench")]
+    #[command(hide = true)]
+    BenchCostClient {
+        /// The job, as JSON.
+        job: String,
+    },
 }
 
 /// A lock's name: the first argument, or `--name NAME` for a name that starts
@@ -486,6 +493,11 @@ pub struct BenchArgs {
     /// Draw throughput to this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub chart: Option<std::path::PathBuf>,
+
+    /// Fail (exit 70) when `--scenario cost` counts more instructions or commands
+    /// per cycle than this JSON budget allows (+5 %), e.g. docs/cost-budget.json.
+    #[arg(long, value_name = "FILE.json")]
+    pub cost_budget: Option<std::path::PathBuf>,
 }
 
 #[cfg(feature = "bench")]
@@ -514,6 +526,9 @@ pub enum BenchScenario {
     Ratelimit,
     /// A semaphore: uncontended round trips, and fairness under contention.
     Semaphore,
+    /// Instructions per uncontended acquire + release, server and client (callgrind;
+    /// skipped without valgrind).
+    Cost,
 }
 
 #[cfg(feature = "bench")]
@@ -531,6 +546,7 @@ impl From<BenchScenario> for latchkey_bench::Scenario {
             BenchScenario::Quorum => latchkey_bench::Scenario::Quorum,
             BenchScenario::Ratelimit => latchkey_bench::Scenario::Ratelimit,
             BenchScenario::Semaphore => latchkey_bench::Scenario::Semaphore,
+            BenchScenario::Cost => latchkey_bench::Scenario::Cost,
         }
     }
 }

@@ -71,6 +71,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Bench(args) => bench::run(global, args).await,
         #[cfg(feature = "bench")]
         Command::BenchWorker { job } => bench::worker(&job).await,
+        #[cfg(feature = "bench")]
+        Command::BenchCostClient { job } => bench::cost_client(&job).await,
     }
 }
 

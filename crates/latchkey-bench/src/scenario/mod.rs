@@ -1,5 +1,6 @@
 //! The scenarios: what runs, with how many tasks, on which keys.
 
+pub mod cost;
 mod deployments;
 mod quorum;
 mod ratelimit;
@@ -54,11 +55,14 @@ pub enum Scenario {
     /// A semaphore: uncontended round trips, and fairness under contention
     /// (latchkey only).
     Semaphore,
+    /// Instructions per uncontended acquire + release, server and client, counted
+    /// by callgrind on a server of its own (skipped without valgrind).
+    Cost,
 }
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 11] = [
+    pub const ALL: [Scenario; 12] = [
         Scenario::Uncontended,
         Scenario::Contended,
         Scenario::ContendedProcesses,
@@ -70,6 +74,7 @@ impl Scenario {
         Scenario::Quorum,
         Scenario::Ratelimit,
         Scenario::Semaphore,
+        Scenario::Cost,
     ];
 
     /// The name used on the command line, in tables and in JSON.
@@ -86,6 +91,7 @@ impl Scenario {
             Scenario::Quorum => "quorum",
             Scenario::Ratelimit => "ratelimit",
             Scenario::Semaphore => "semaphore",
+            Scenario::Cost => "cost",
         }
     }
 
@@ -98,6 +104,7 @@ impl Scenario {
             Scenario::Quorum => quorum::STEPS,
             Scenario::Ratelimit => ratelimit::STEPS,
             Scenario::Semaphore => semaphore::STEPS,
+            Scenario::Cost => cost::STEPS,
             _ => workload::steps(),
         }
     }
@@ -150,6 +157,8 @@ impl Scenario {
             Scenario::Quorum => quorum::run(duration, progress).await,
             Scenario::Ratelimit => ratelimit::run(url, duration, progress).await,
             Scenario::Semaphore => semaphore::run(url, duration, progress).await,
+            // Counts instructions on a server of its own, under valgrind.
+            Scenario::Cost => cost::run(progress).await,
         }
     }
 }

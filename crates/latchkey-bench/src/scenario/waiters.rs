@@ -75,5 +75,6 @@ pub(crate) async fn run(url: &str, progress: &ProgressBar) -> Result<Vec<Figures
         ping_rtt_us: None,
         connections: Some(connections),
         rss_bytes: rss,
+        instructions: None,
     }])
 }

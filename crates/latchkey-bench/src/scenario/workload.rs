@@ -264,6 +264,7 @@ impl Workload {
             ping_rtt_us: Some(ping_p50),
             connections: None,
             rss_bytes: None,
+            instructions: None,
         }
     }
 }
