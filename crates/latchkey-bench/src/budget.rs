@@ -70,3 +70,48 @@ pub(crate) fn check(file: &Path, figures: &[Figures]) -> Result<(), BenchError> 
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::check;
+    use crate::figures::{Figures, Instructions};
+    use crate::stats::Percentiles;
+
+    fn measured(server: f64) -> Vec<Figures> {
+        let mut row = Figures::timed("cost", "latchkey", 0.0, Percentiles::default());
+        row.redis_cmds_per_op = 10.0;
+        row.instructions = Some(Instructions {
+            server,
+            client: 50_000.0,
+        });
+        vec![row]
+    }
+
+    fn budget(text: &str) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        file
+    }
+
+    #[test]
+    fn a_count_over_its_budget_fails_and_one_within_it_passes() {
+        let file = budget(r#"{"latchkey": {"server": 100000, "commands": 10}}"#);
+        assert!(check(file.path(), &measured(104_000.0)).is_ok());
+        let err = check(file.path(), &measured(106_000.0)).unwrap_err();
+        assert!(err.to_string().contains("server instructions"), "{err}");
+    }
+
+    #[test]
+    fn a_budgeted_implementation_not_measured_fails() {
+        let file = budget(r#"{"rslock": {"server": 40000}}"#);
+        let err = check(file.path(), &measured(1.0)).unwrap_err();
+        assert!(err.to_string().contains("not measured"), "{err}");
+    }
+
+    #[test]
+    fn a_malformed_budget_is_a_clear_error() {
+        let file = budget(r#"{"latchkey": {"server_instructions": 1}}"#);
+        let err = check(file.path(), &measured(1.0)).unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+    }
+}
