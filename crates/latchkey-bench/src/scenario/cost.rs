@@ -11,6 +11,11 @@
 //! zeroed before each client run and dumped after it (`callgrind_control`); the
 //! commands are counted the same way from `INFO commandstats`.
 //!
+//! The subjects: raw `SET NX PX` + compare-and-delete, raw with a fencing token,
+//! rslock, latchkey plain and fair, latchkey's semaphore; and a GCRA rate-limit
+//! decision beside the one-`INCR` script it is held to. Cycles and decisions are
+//! both "per cycle" in the figures.
+//!
 //! Without valgrind the scenario says so and reports nothing.
 
 use std::path::{Path, PathBuf};
@@ -23,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::BenchError;
 use crate::figures::{Figures, Instructions};
 use crate::impls::{Impl, Locker};
+use super::ratelimit::{Decider, TRIVIAL};
 use crate::stats::{Percentiles, commands_run};
 
 const SCENARIO: &str = "cost";
@@ -40,23 +46,30 @@ pub enum Subject {
     Lock(Impl),
     /// latchkey's semaphore: one permit of two, taken and given back.
     Semaphore,
+    /// A rate-limit decision (allowed), or the one-`INCR` script it is held to.
+    RateLimit(Decider),
 }
 
 impl Subject {
     /// Every subject, in report order.
-    const ALL: [Subject; 6] = [
+    const ALL: [Subject; 8] = [
         Subject::Lock(Impl::Raw),
         Subject::Lock(Impl::RawFenced),
         Subject::Lock(Impl::Rslock),
         Subject::Lock(Impl::Latchkey),
         Subject::Lock(Impl::LatchkeyFair),
         Subject::Semaphore,
+        Subject::RateLimit(Decider::TrivialScript),
+        Subject::RateLimit(Decider::Gcra),
     ];
 
     fn name(self) -> &'static str {
         match self {
             Subject::Lock(implementation) => implementation.name(),
             Subject::Semaphore => "latchkey-semaphore",
+            Subject::RateLimit(Decider::TrivialScript) => "evalsha-incr",
+            Subject::RateLimit(Decider::Gcra) => "latchkey-gcra",
+            Subject::RateLimit(decider) => decider.name(),
         }
     }
 }
@@ -90,6 +103,21 @@ pub async fn client(job: ClientJob) -> Result<(), BenchError> {
                 semaphore.acquire(1).await?.release().await?;
             }
         }
+        Subject::RateLimit(decider) => match decider.policy()? {
+            None => {
+                let mut conn = crate::connect(&job.url).await?;
+                for _ in 0..WARM_UP + job.cycles {
+                    TRIVIAL.key(&key).invoke_async::<i64>(&mut conn).await?;
+                }
+            }
+            Some(policy) => {
+                let client = latchkey::Client::open(&job.url).await?;
+                let limiter = client.rate_limiter(&key, policy)?;
+                for _ in 0..WARM_UP + job.cycles {
+                    limiter.check(1).await?;
+                }
+            }
+        },
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 pub mod cost;
 mod deployments;
 mod quorum;
-mod ratelimit;
+pub(crate) mod ratelimit;
 mod semaphore;
 mod tasks;
 mod timed;

@@ -25,9 +25,14 @@ const ROUNDS: u32 = 4;
 /// Progress-bar steps: one per round.
 pub(crate) const STEPS: u64 = ROUNDS as u64;
 
+/// The floor a decision is held to: one script, one command.
+pub(crate) static TRIVIAL: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new("return redis.call('INCR', KEYS[1])"));
+
 /// What a row measures.
-#[derive(Clone, Copy)]
-enum Decider {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decider {
     /// `EVALSHA` of `return redis.call('INCR', KEYS[1])`: the floor.
     TrivialScript,
     Gcra,
@@ -45,7 +50,7 @@ impl Decider {
         Decider::Cooldown,
     ];
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Decider::TrivialScript => "evalsha-incr",
             Decider::Gcra => "gcra",
@@ -56,7 +61,7 @@ impl Decider {
     }
 
     /// A policy that allows about half the calls of a busy task, so both paths run.
-    fn policy(self) -> Result<Option<Policy>, BenchError> {
+    pub(crate) fn policy(self) -> Result<Option<Policy>, BenchError> {
         let second = Duration::from_secs(1);
         Ok(match self {
             Decider::TrivialScript => None,
@@ -149,9 +154,8 @@ async fn measure(
             None => {
                 let conn = shared.clone();
                 tokio::spawn(async move {
-                    let script = Script::new("return redis.call('INCR', KEYS[1])");
                     timed_loop(stop, || {
-                        let call = script.key(&key);
+                        let call = TRIVIAL.key(&key);
                         let mut conn = conn.clone();
                         async move { call.invoke_async::<i64>(&mut conn).await.map(drop) }
                     })
