@@ -25,10 +25,10 @@ use std::time::Duration;
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
+use super::ratelimit::{Decider, TRIVIAL};
 use crate::BenchError;
 use crate::figures::{Figures, Instructions};
 use crate::impls::{Impl, Locker};
-use super::ratelimit::{Decider, TRIVIAL};
 use crate::stats::{Percentiles, commands_run};
 
 const SCENARIO: &str = "cost";
