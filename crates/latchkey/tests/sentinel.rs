@@ -222,47 +222,85 @@ async fn answer_as_stale_sentinel(socket: tokio::net::TcpStream, primary: u16) {
     }
 }
 
-/// A transaction's idle connection (kept for the next one) to a primary that a
-/// failover replaced, and that still answers as a master (paused through the
-/// failover, it is demoted only seconds after it wakes): the next transaction must
-/// commit on the new primary, not there, where the demotion throws it away.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_transaction_after_a_failover_commits_on_the_new_primary() {
-    let set = Sentinels::start().unwrap();
-    let client = client(&set).await;
-    let increment = |tx: latchkey::transaction::Transaction| async move {
-        tx.run(|reads| async move {
-            let n: Option<i64> = reads.get("balance").await?;
-            let mut writes = redis::pipe();
-            writes.set("balance", n.unwrap_or(0) + 1).ignore();
-            Ok(Some(writes))
-        })
-        .await
-        .unwrap()
-    };
-    let _: Option<()> = increment(client.transaction(&["balance"]).unwrap()).await;
+/// Fails the primary over, then makes the old primary answer as a writable master
+/// again, as one paused through the failover does until the Sentinels demote it;
+/// waits past the client's check of the primary (every 500 ms).
+async fn fail_over_leaving_the_old_primary_writable(set: &Sentinels) {
     let old = set.primary_port().unwrap();
     tokio::task::block_in_place(|| set.failover().unwrap());
-    // The old primary answers as a master again, as one paused through the
-    // failover does until the Sentinels demote it.
     let old_server = set.servers().iter().find(|s| s.port() == old).unwrap();
     let _: () = redis::cmd("REPLICAOF")
         .arg("NO")
         .arg("ONE")
         .query(&mut old_server.connection().unwrap())
         .unwrap();
-    // Past the client's check of the primary (every 500 ms).
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let _: Option<()> = increment(client.transaction(&["balance"]).unwrap()).await;
+}
+
+/// The balance on the primary the Sentinels name now.
+fn balance_on_the_primary(set: &Sentinels) -> Option<i64> {
     let new = set.primary_port().unwrap();
     let new_server = set.servers().iter().find(|s| s.port() == new).unwrap();
-    let balance: Option<i64> = redis::cmd("GET")
+    redis::cmd("GET")
         .arg("balance")
         .query(&mut new_server.connection().unwrap())
+        .unwrap()
+}
+
+/// One increment of the balance, in a transaction; `between` runs in the body,
+/// between the read and the write.
+async fn increment<F: Future<Output = ()>>(client: &Client, between: impl Fn() -> F) {
+    let tx = client.transaction(&["balance"]).unwrap();
+    let _: Option<()> = tx
+        .run(|reads| {
+            let between = between();
+            async move {
+                let n: Option<i64> = reads.get("balance").await?;
+                between.await;
+                let mut writes = redis::pipe();
+                writes.set("balance", n.unwrap_or(0) + 1).ignore();
+                Ok(Some(writes))
+            }
+        })
+        .await
         .unwrap();
+}
+
+/// A transaction's idle connection (kept for the next one) to a primary that a
+/// failover replaced, and that still answers as a master: the next transaction must
+/// commit on the new primary, not there, where the demotion throws it away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_after_a_failover_commits_on_the_new_primary() {
+    let set = Sentinels::start().unwrap();
+    let client = client(&set).await;
+    increment(&client, || async {}).await;
+    fail_over_leaving_the_old_primary_writable(&set).await;
+    increment(&client, || async {}).await;
     assert_eq!(
-        balance,
+        balance_on_the_primary(&set),
         Some(2),
         "the second commit went to the old primary"
+    );
+}
+
+/// A failover while a transaction's body runs (between its reads and its EXEC): the
+/// EXEC must not go to the old primary, still writable; the transaction runs again
+/// on the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_during_a_transaction_s_body_does_not_commit_on_the_old_primary() {
+    let set = Sentinels::start().unwrap();
+    let client = client(&set).await;
+    increment(&client, || async {}).await;
+    let failed_over = std::sync::atomic::AtomicBool::new(false);
+    increment(&client, || async {
+        if !failed_over.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            fail_over_leaving_the_old_primary_writable(&set).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        balance_on_the_primary(&set),
+        Some(2),
+        "the commit went to the old primary"
     );
 }

@@ -34,6 +34,13 @@ pub(crate) struct DedicatedConn {
     server: Option<String>,
 }
 
+impl DedicatedConn {
+    /// The server it goes to, behind Sentinel.
+    pub(crate) fn server(&self) -> Option<&str> {
+        self.server.as_deref()
+    }
+}
+
 impl Dedicated {
     /// An idle connection, or a new one to `target`'s server. Behind Sentinel,
     /// `primary` is the server named the primary now: idle connections to another

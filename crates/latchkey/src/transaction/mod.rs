@@ -237,6 +237,12 @@ impl Transaction {
             Ok(None) => return self.unwatch(taken, Attempted::Done(None)).await,
             Err(error) => return self.unwatch(taken, ()).await.and(Err(error)),
         };
+        // A failover while the body ran: EXEC on the old primary, still a writable
+        // master until the Sentinels demote it, would commit what the demotion
+        // throws away. Nothing was written yet: try again on the new one.
+        if !self.store.still_primary(&taken).await {
+            return Ok(self.broken(Error::demoted(self.store.node())));
+        }
         let reply: Value = match writes.atomic().query_async(&mut taken.conn).await {
             Ok(reply) => reply,
             Err(error) => return Err(self.exec_failed(taken, error)),
