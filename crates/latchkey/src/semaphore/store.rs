@@ -173,17 +173,13 @@ impl LockStore for PermitStore {
         owner: &OwnerToken,
         leaving: Option<Ttl>,
     ) -> Result<bool> {
-        let leaving = leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string());
-        let call = || {
-            let mut call = with_keys(&scripts::SEMAPHORE_RELEASE, key);
-            call.arg(owner.as_str())
-                .arg(self.weight)
-                .arg(self.permits)
-                .arg(&leaving)
-                .arg(self.inner.publish_mode());
-            call
-        };
-        self.inner.run_release(call, key).await
+        let mut call = with_keys(&scripts::SEMAPHORE_RELEASE, key);
+        call.arg(owner.as_str())
+            .arg(self.weight)
+            .arg(self.permits)
+            .arg(leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string()))
+            .arg(self.inner.publish_mode());
+        self.inner.run_release(&call, key).await
     }
 
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {

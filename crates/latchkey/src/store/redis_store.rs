@@ -61,10 +61,10 @@ pub(crate) type GrantReply = (i64, i64, Option<String>, u64, u64);
 struct Replication {
     replicas: u32,
     timeout: Duration,
-    /// A connection of their own for the grants and renewals that wait (and a copy
-    /// of every release, which must reach the server after them): WAIT holds up
-    /// everything behind it on a connection, and the store's other commands must
-    /// not queue behind a slow replica.
+    /// A connection of their own for the grants and renewals that wait, and the
+    /// releases that must reach the server after them: WAIT holds up everything
+    /// behind it on a connection, and the store's other commands (status, rate
+    /// limits) must not queue behind a slow replica.
     conn: Connection,
 }
 
@@ -359,13 +359,15 @@ impl RedisStore {
     /// lock. A guard says how many confirmed
     /// ([`MutexGuard::replicas`](crate::MutexGuard::replicas)).
     ///
-    /// The grants and renewals that wait go over a connection of their own, one
-    /// after another (WAIT holds up what is behind it on a connection): releases
-    /// and other commands do not queue behind a slow replica, but many locks taken
-    /// at once while replicas lag wait in turn. Every release is also sent again,
-    /// in the background, behind the grants on their connection, so that the undo
-    /// of a grant whose reply was lost reaches the server after that grant (unless
-    /// that connection was replaced meanwhile, after a reply that took over 1 s).
+    /// The grants, renewals and releases go over a connection of their own, one
+    /// after another (WAIT holds up what is behind it on a connection): other
+    /// commands do not queue behind a slow replica, but many locks taken at once
+    /// while replicas lag wait in turn, and a release waits behind the grants sent
+    /// before it, each for at most `timeout` (so does a waiter's undo when it gives
+    /// up: the lock it may have been granted is freed then, not at once). Releases
+    /// go there so that the undo of a grant whose reply was lost reaches the server
+    /// after that grant (unless that connection was replaced meanwhile, after a
+    /// reply that took over 1 s).
     ///
     /// Handovers then stop at the wake-up: the waiter claims the lock itself, so its
     /// grant is confirmed too (one more round trip per handover), and tasks of one
@@ -548,30 +550,25 @@ impl RedisStore {
         self.context::<()>(Err(error), key).unwrap_err()
     }
 
-    /// Runs a release (or the undo of an attempt) built by `call`. When grants wait
-    /// for replicas, a copy also goes, in the background, on their connection,
-    /// behind them: an undo must reach the server after the grant whose reply was
-    /// lost, and on the store's connection it may run first (a paused server
-    /// holding both serves its connections in any order), find nothing, and the
-    /// grant then lands for nobody, for a whole lease. The release on the store's
-    /// connection answers at once; its copy behind the grants removes such a late
-    /// grant. Running a release twice is harmless: it deletes only under its owner
-    /// token, which is used once.
+    /// Runs a release (or the undo of an attempt): behind the grants
+    /// that wait for replicas, on their connection, when they do. An undo must reach
+    /// the server after the grant whose reply was lost: on another connection it may
+    /// run first (a paused server holding both serves its connections in any
+    /// order), find nothing to undo, and the grant then lands for nobody, for a
+    /// whole lease. On one connection the server runs them in the order sent. (A
+    /// copy on the store's connection for promptness would be unsafe: a waiter whose
+    /// grant too few replicas confirmed undoes it and tries again under the same
+    /// token, and a late copy would then free its new grant.)
     pub(crate) async fn run_release<T: FromRedisValue>(
         &self,
-        call: impl Fn() -> ScriptInvocation<'static>,
+        call: &ScriptInvocation<'_>,
         key: &LockKey,
     ) -> Result<T> {
-        let released = self.run(&call(), key).await;
-        // After it answered, so that it is the one to say what it found; the copy
-        // is behind every grant sent on that connection before it all the same.
-        if let Some(replication) = &self.replication {
-            let (behind, mut conn) = (call(), replication.conn.clone());
-            tokio::spawn(async move {
-                let _: RedisResult<redis::Value> = behind.invoke_async(&mut conn).await;
-            });
-        }
-        released
+        let conn = self
+            .replication
+            .as_ref()
+            .map_or(&self.conn, |replication| &replication.conn);
+        self.run_on(conn, call, key).await
     }
 
     /// Runs a lock script on the store's connection.
@@ -585,7 +582,17 @@ impl RedisStore {
         call: &ScriptInvocation<'_>,
         key: &LockKey,
     ) -> Result<T> {
-        let mut conn = self.conn.clone();
+        self.run_on(&self.conn, call, key).await
+    }
+
+    /// [`RedisStore::run`] on `conn`.
+    async fn run_on<T: FromRedisValue>(
+        &self,
+        conn: &Connection,
+        call: &ScriptInvocation<'_>,
+        key: &LockKey,
+    ) -> Result<T> {
+        let mut conn = conn.clone();
         let mut reply = call.invoke_async(&mut conn).await;
         for pause in NOT_RUN_PAUSES {
             if !reply.as_ref().is_err_and(not_run) {
@@ -678,15 +685,11 @@ impl LockStore for RedisStore {
             key.leases(),
             key.channel(),
         ];
-        let leaving = leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string());
-        let call = || {
-            let mut call = lock_script(&scripts::RELEASE, &keys);
-            call.arg(owner.as_str())
-                .arg(&leaving)
-                .arg(self.publish_mode());
-            call
-        };
-        self.run_release(call, key).await
+        let mut call = lock_script(&scripts::RELEASE, &keys);
+        call.arg(owner.as_str())
+            .arg(leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string()))
+            .arg(self.publish_mode());
+        self.run_release(&call, key).await
     }
 
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
