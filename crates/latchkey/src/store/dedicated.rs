@@ -35,9 +35,11 @@ pub(crate) struct DedicatedConn {
 }
 
 impl DedicatedConn {
-    /// The server it goes to, behind Sentinel.
-    pub(crate) fn server(&self) -> Option<&str> {
-        self.server.as_deref()
+    /// Whether it goes to `primary`, the server named the primary now (`None`
+    /// behind Sentinel when none could be reached, and for other targets, whose
+    /// connections record no server: they always match).
+    pub(crate) fn goes_to(&self, primary: Option<&str>) -> bool {
+        self.server.as_deref() == primary
     }
 }
 
@@ -45,8 +47,8 @@ impl Dedicated {
     /// An idle connection, or a new one to `target`'s server. Behind Sentinel,
     /// `primary` is the server named the primary now: idle connections to another
     /// (the old primary after a failover, still a writable master until the
-    /// Sentinels demote it, seconds later) are dropped, for what they commit there
-    /// the demotion throws away.
+    /// Sentinels demote it, seconds later), or all of them when it is unknown, are
+    /// dropped, for what they commit there the demotion throws away.
     pub(crate) async fn take(
         &self,
         target: Option<&Target>,
@@ -55,7 +57,7 @@ impl Dedicated {
     ) -> Result<DedicatedConn> {
         {
             let mut idle = self.lock();
-            if primary.is_some() && idle.iter().any(|taken| taken.server != primary) {
+            if idle.iter().any(|taken| !taken.goes_to(primary.as_deref())) {
                 idle.clear();
             }
             if let Some(conn) = idle.pop() {

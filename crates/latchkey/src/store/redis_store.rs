@@ -504,11 +504,6 @@ impl RedisStore {
     /// Sentinel, to the server named the primary at most `PRIMARY_CHECK` ago.
     pub(crate) async fn dedicated(&self) -> Result<DedicatedConn> {
         let primary = self.conn.primary().await;
-        if primary.is_none() && self.follows_failover() {
-            // The primary is unknown now (a failover just dropped the store's
-            // connection): the idle ones may go to the old one.
-            self.dedicated.clear();
-        }
         self.dedicated
             .take(self.target.as_ref(), &self.node, primary)
             .await
@@ -518,11 +513,7 @@ impl RedisStore {
     /// behind Sentinel): checked again before EXEC, since a transaction's body may
     /// outlast a failover.
     pub(crate) async fn still_primary(&self, taken: &DedicatedConn) -> bool {
-        if !self.follows_failover() {
-            return true;
-        }
-        let primary = self.conn.primary().await;
-        primary.is_some() && primary.as_deref() == taken.server()
+        taken.goes_to(self.conn.primary().await.as_deref())
     }
 
     fn follows_failover(&self) -> bool {
