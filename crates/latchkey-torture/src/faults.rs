@@ -16,7 +16,9 @@ use crate::lock_quorum::QuorumServers;
 use crate::lock_sentinel::SentinelServers;
 use crate::lock_servers::LockServers;
 use crate::record::now_us;
+use crate::sampler::Keys;
 use crate::servers::Servers;
+use crate::transactions::tx_lock;
 use crate::workers::Workers;
 
 /// A kind of fault.
@@ -321,15 +323,13 @@ fn clock_jump(
     workload: Workload,
     ttl: Duration,
 ) -> io::Result<()> {
+    // A transaction's lease is its lock's; a rate limit's state is its own clock,
+    // not a lease (no key).
     let keys: Vec<String> = locks
         .iter()
         .filter_map(|lock| match workload {
-            Workload::Mutex => Some(lock.clone()),
-            Workload::Semaphore => Some(format!("{{{lock}}}:lk:sem")),
-            Workload::RwLock => Some(format!("{{{lock}}}:lk:rw")),
-            Workload::Transaction => Some(format!("{{{lock}}}:tx")),
-            // A rate limit's state is its own clock: not a lease.
-            Workload::RateLimit => None,
+            Workload::Transaction => Some(tx_lock(lock)),
+            _ => Keys::of(workload).key(lock),
         })
         .collect();
     tokio::task::block_in_place(|| {
@@ -375,9 +375,7 @@ async fn force_release(url: &str, lock: &str, workload: Workload) -> Option<Stri
                 // An operator resets a rate limit: its state is gone, as after a
                 // restart (an amnesia window for the checker).
                 // Transactions have no hold to break: break their locks.
-                (Ok(client), Workload::Transaction) => {
-                    break_lock(&client, &format!("{{{lock}}}:tx")).await
-                }
+                (Ok(client), Workload::Transaction) => break_lock(&client, &tx_lock(lock)).await,
                 (Ok(client), Workload::RateLimit) => client
                     .force_release(lock, latchkey::Kind::RateLimit)
                     .await

@@ -305,12 +305,7 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
     let dir = run_dir()?;
     let mut workers = Workers::start(&args, dir.clone(), servers.url(), resource.url())
         .map_err(|e| format!("starting the workers: {e}"))?;
-    let keys = match args.workload {
-        Workload::Mutex => sampler::Keys::Lock,
-        Workload::Semaphore => sampler::Keys::Permits("sem"),
-        Workload::RwLock => sampler::Keys::Permits("rw"),
-        Workload::RateLimit | Workload::Transaction => sampler::Keys::None,
-    };
+    let keys = sampler::Keys::of(args.workload);
     let sampler = Sampler::start(servers.sampled(), locks.clone(), keys);
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::Workload;
 use crate::record::now_us;
 
 /// Time between two samples.
@@ -47,6 +48,27 @@ pub enum Keys {
     Permits(&'static str),
     /// Nothing to sample (rate limits, transactions).
     None,
+}
+
+impl Keys {
+    /// Where `workload`'s holders are.
+    pub fn of(workload: Workload) -> Keys {
+        match workload {
+            Workload::Mutex => Keys::Lock,
+            Workload::Semaphore => Keys::Permits("sem"),
+            Workload::RwLock => Keys::Permits("rw"),
+            Workload::RateLimit | Workload::Transaction => Keys::None,
+        }
+    }
+
+    /// The key that holds `lock`'s holders (`None`: nothing to sample).
+    pub fn key(self, lock: &str) -> Option<String> {
+        match self {
+            Keys::Lock => Some(lock.to_owned()),
+            Keys::Permits(kind) => Some(format!("{{{lock}}}:lk:{kind}")),
+            Keys::None => None,
+        }
+    }
 }
 
 /// Where the locks live.
@@ -236,8 +258,8 @@ async fn holders(
     for lock in locks {
         let mut pipe = redis::pipe();
         let holders = match keys {
-            Keys::Permits(kind) => {
-                let set = format!("{{{lock}}}:lk:{kind}");
+            Keys::Permits(_) => {
+                let set = keys.key(lock).unwrap_or_default();
                 pipe.atomic().cmd("TIME").zrange_withscores(&set, 0, -1);
                 let reply = tokio::time::timeout(SAMPLE_TIMEOUT, pipe.query_async(conn)).await;
                 let ((secs, micros), members): ((u64, u64), Vec<(String, i64)>) =

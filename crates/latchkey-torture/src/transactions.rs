@@ -86,7 +86,12 @@ async fn unguarded(client: &Client<RedisStore>, lock: &str, id: &str) -> TxOutco
     )
 }
 
-/// Under the lock `{lock}:tx`; with `outlive`, the transaction starts only after
+/// The lock a transaction on `lock`'s counter runs under (in its slot).
+pub fn tx_lock(lock: &str) -> String {
+    format!("{{{lock}}}:tx")
+}
+
+/// Under the lock [`tx_lock`]; with `outlive`, the transaction starts only after
 /// the lock's 50 ms fixed lease ran out: it must then write nothing.
 async fn guarded_by_lock(
     client: &Client<RedisStore>,
@@ -95,7 +100,7 @@ async fn guarded_by_lock(
     outlive: bool,
 ) -> TxOutcome {
     let (count, log) = keys(lock);
-    let Ok(mutex) = client.mutex(&format!("{{{lock}}}:tx")) else {
+    let Ok(mutex) = client.mutex(&tx_lock(lock)) else {
         return TxOutcome::NotWritten;
     };
     let mutex = match outlive {
