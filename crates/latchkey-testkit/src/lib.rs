@@ -455,6 +455,7 @@ fn wait_for(what: &str, mut ready: impl FnMut() -> io::Result<bool>) -> io::Resu
     Ok(())
 }
 
-fn free_port() -> io::Result<u16> {
+/// A loopback port nobody listens on now, for a server to start on.
+pub fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
