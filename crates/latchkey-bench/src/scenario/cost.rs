@@ -188,7 +188,7 @@ impl CountedServer {
             BenchError::Redis(format!("cannot start redis-server under valgrind: {what}"))
         };
         let dir = tempfile::tempdir().map_err(|e| failed(e.to_string()))?;
-        let port = free_port().map_err(|e| failed(e.to_string()))?;
+        let port = latchkey_testkit::free_port().map_err(|e| failed(e.to_string()))?;
         let child = tokio::process::Command::new("valgrind")
             .arg("--tool=callgrind")
             .arg(format!(
@@ -337,10 +337,4 @@ fn instructions(file: &Path) -> Result<u64, BenchError> {
         .find_map(|line| line.strip_prefix("summary:"))
         .and_then(|count| count.trim().parse().ok())
         .ok_or_else(|| unreadable("no `summary:` line".into()))
-}
-
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
