@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use latchkey::{Error, Fairness, HoldToken, Lease};
+use latchkey::{Error, Fairness, Fencing, HoldToken, Lease};
 use serde::Serialize;
 
 use crate::cli::{AcquireArgs, ExtendArgs, Global, ReleaseArgs};
@@ -17,7 +17,7 @@ use crate::run::{self, Wait};
 struct Acquired<'a> {
     name: &'a str,
     token: String,
-    fence: u64,
+    fence: Option<u64>,
     ttl_ms: u64,
 }
 
@@ -35,7 +35,12 @@ pub async fn acquire(global: &Global, args: AcquireArgs) -> Result<u8, Failure> 
         false => Fairness::Plain,
     };
     connect::with_client!(global, until wait.deadline(), client => {
-        let mutex = client.mutex(name)?.with_lease(lease).with_fairness(fairness);
+        // The token printed carries the fencing token: computed with the grant.
+        let mutex = client
+            .mutex(name)?
+            .with_lease(lease)
+            .with_fairness(fairness)
+            .with_fencing(Fencing::OnGrant);
         let token = run::wait_for(run::take(&mutex, wait), name, &mut signals).await?.detach()?;
         if let Err(error) = print_token(name, &token, &args) {
             // Nobody will ever have the token: give the lock back now.

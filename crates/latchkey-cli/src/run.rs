@@ -17,7 +17,7 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use latchkey::store::{Pass, WakeUps};
-use latchkey::{Fairness, Lease, Mutex, MutexGuard};
+use latchkey::{Fairness, Fencing, Lease, Mutex, MutexGuard};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -48,7 +48,12 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
             true => Fairness::Fair,
             false => Fairness::Plain,
         };
-        let mutex = client.mutex(name)?.with_lease(lease).with_fairness(fairness);
+        // The command gets its fencing token in its environment: with the grant.
+        let mutex = client
+            .mutex(name)?
+            .with_lease(lease)
+            .with_fairness(fairness)
+            .with_fencing(Fencing::OnGrant);
         hold_and_run(take(&mutex, wait), name, &args.hold, signals).await
     })
 }
@@ -158,8 +163,15 @@ async fn hold_and_run<S: Pass + WakeUps>(
     mut signals: Signals,
 ) -> Result<u8, Failure> {
     let guard = wait_for(taking, name, &mut signals).await?;
-    tracing::debug!(lock = %name, fence = guard.fence(), "taken");
-    let child = match spawn(name, hold, &guard) {
+    let fence = match guard.fence().await {
+        Ok(fence) => fence,
+        Err(error) => {
+            release(guard).await;
+            return Err(error.into());
+        }
+    };
+    tracing::debug!(lock = %name, fence, "taken");
+    let child = match spawn(name, hold, fence) {
         Ok(child) => child,
         Err(failure) => {
             release(guard).await;
@@ -208,21 +220,17 @@ async fn interrupted(signal: Signal, name: &str) -> Failure {
     )
 }
 
-fn spawn<S: Pass + WakeUps>(
-    name: &str,
-    hold: &HoldArgs,
-    guard: &MutexGuard<S>,
-) -> Result<Child, Failure> {
+fn spawn(name: &str, hold: &HoldArgs, fence: u64) -> Result<Child, Failure> {
     let (program, rest) = hold
         .command
         .split_first()
         .ok_or_else(|| Failure::usage("no command given after --".to_owned()))?;
-    let started = command(program, rest, name, guard).spawn();
+    let started = command(program, rest, name, fence).spawn();
     // A script without a `#!` line: run it with /bin/sh, as execvp(3) and shells do.
     let started = match started {
         Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENOEXEC as i32) => {
             let script = std::iter::once(program).chain(rest);
-            command("/bin/sh", &script.cloned().collect::<Vec<_>>(), name, guard).spawn()
+            command("/bin/sh", &script.cloned().collect::<Vec<_>>(), name, fence).spawn()
         }
         started => started,
     };
@@ -237,16 +245,11 @@ fn spawn<S: Pass + WakeUps>(
 
 /// `program` with `args`, the lock in its environment, in a process group of its own
 /// (signalled as a whole, grandchildren included), dying with latchkey.
-fn command<S: Pass + WakeUps>(
-    program: &str,
-    args: &[String],
-    name: &str,
-    guard: &MutexGuard<S>,
-) -> Command {
+fn command(program: &str, args: &[String], name: &str, fence: u64) -> Command {
     let mut command = Command::new(program);
     command
         .args(args)
-        .env("LATCHKEY_FENCE", guard.fence().to_string())
+        .env("LATCHKEY_FENCE", fence.to_string())
         .env("LATCHKEY_LOCK", name)
         .process_group(0);
     die_with_parent(&mut command);

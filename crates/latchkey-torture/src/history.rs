@@ -92,7 +92,8 @@ pub struct Hold {
     pub holder: Holder,
     pub lock: String,
     pub owner: String,
-    pub fence: u64,
+    /// Its fencing token, if it had one (from the grant, or asked for).
+    pub fence: Option<u64>,
     pub attempt_start_us: u64,
     pub acquired_us: u64,
     /// The lease it asked for.
@@ -229,9 +230,12 @@ impl History {
             }
             Record::Call(call) => self.calls.push(call),
             Record::Tx(tx) => self.txs.push(tx),
-            Record::Ended { holder, end, .. } => {
+            Record::Ended {
+                holder, end, fence, ..
+            } => {
                 if let Some(hold) = holds.get_mut(&holder) {
                     hold.end = Some(end);
+                    hold.fence = hold.fence.or(fence);
                 }
             }
         }

@@ -29,7 +29,8 @@ pub enum Record {
         lock: String,
         /// The owner token the lock key holds for this holder.
         owner: String,
-        fence: u64,
+        /// The fencing token, if it came with the grant or was asked for at once.
+        fence: Option<u64>,
         /// When the attempt that won began (the grant happened after it).
         attempt_start_us: u64,
         at_us: u64,
@@ -48,7 +49,8 @@ pub enum Record {
     Ended {
         holder: Holder,
         lock: String,
-        fence: u64,
+        /// The fencing token, if the holder had one by the end of its section.
+        fence: Option<u64>,
         /// Logged as fields of this line, as before it had a type of its own.
         #[serde(flatten)]
         end: HoldEnd,

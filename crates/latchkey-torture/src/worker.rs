@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use latchkey::store::{Pass, RedisStore, WakeUps};
-use latchkey::{Client, Lease, Mutex, MutexGuard, Ttl};
+use latchkey::{Client, Fencing, Lease, Mutex, MutexGuard, Ttl};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
@@ -32,6 +32,13 @@ pub const LONG_TTL: Duration = Duration::from_secs(10);
 const RENEWAL_DUE_SHARE: f64 = 0.15;
 /// Share of short-lease sections held through several renewals.
 const RENEWED_SHARE: f64 = 0.05;
+/// Share of locks that compute the fencing token with every grant
+/// (`Fencing::OnGrant`); the others compute it when the holder asks.
+const ON_GRANT_SHARE: f64 = 0.25;
+/// Share of sections that ask for the fencing token as soon as they hold the lock;
+/// a fenced section asks just before its write (after its hold, maybe after a
+/// pause that outlived the lease), the rest never ask.
+const EARLY_FENCE_SHARE: f64 = 0.5;
 /// How long a queued waiter that stopped renewing keeps its place, set explicitly
 /// so the checker's bounds do not move with the library's default.
 pub const WAITER_LEASE: Duration = Duration::from_secs(1);
@@ -113,9 +120,14 @@ fn lock<S: Pass + WakeUps>(
     shared: &Shared<S>,
     l: usize,
     held: Held,
-    _: &mut StdRng,
+    rng: &mut StdRng,
 ) -> Option<(Mutex<S>, u64)> {
-    Some((mutex(shared, &format!("torture:{l}"), held)?, 1))
+    let fencing = match rng.random_bool(ON_GRANT_SHARE) {
+        true => Fencing::OnGrant,
+        false => Fencing::OnDemand,
+    };
+    let mutex = mutex(shared, &format!("torture:{l}"), held)?.with_fencing(fencing);
+    Some((mutex, 1))
 }
 
 /// Permits of the semaphore `torture:{l}`: mostly one or two, sometimes all.
@@ -433,12 +445,15 @@ impl Section {
         mutex: &impl Acquire<G>,
         rng: &mut StdRng,
     ) {
-        let fence = guard.fence();
+        let early = match rng.random_bool(EARLY_FENCE_SHARE) {
+            true => guard.fence().await.ok(),
+            false => guard.known_fence(),
+        };
         shared.write(&Record::Acquired {
             holder: self.holder,
             lock: self.lock.clone(),
             owner: guard.owner().as_str().to_owned(),
-            fence,
+            fence: early,
             attempt_start_us: self.attempt_start_us,
             at_us: self.acquired_us,
             ttl_us: crate::record::micros(self.ttl),
@@ -446,9 +461,15 @@ impl Section {
         });
         let section_start = now_us();
         tokio::time::sleep(self.hold).await;
-        let write_accepted = match self.fenced {
-            true => fenced_write(&mut shared.resource, &self.lock, fence).await,
-            false => None,
+        // Asked now, the token is computed (unless it came with the grant) after a
+        // hold that may have outlived the lease: the script must then refuse it.
+        let fence = match self.fenced {
+            true => guard.fence().await.ok(),
+            false => guard.known_fence(),
+        };
+        let write_accepted = match (self.fenced, fence) {
+            (true, Some(fence)) => fenced_write(&mut shared.resource, &self.lock, fence).await,
+            _ => None,
         };
         let section_end = now_us();
         let valid_until = guard.valid_until();

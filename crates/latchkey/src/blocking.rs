@@ -846,15 +846,32 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
         self.inner().hold_count()
     }
 
-    /// The fencing token (see [`crate::MutexGuard::fence`]).
+    /// The fencing token (see [`crate::MutexGuard::fence`]): computed in one round
+    /// trip the first time it is asked for, unless the grant brought it.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::MutexGuard::fence`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) -> latchkey::Result<()> {
+    /// println!("write with fence {}", guard.fence()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn fence(&self) -> Result<u64> {
+        block_on(&self.runtime, self.inner().fence())?
+    }
+
+    /// The fencing token if it is known already, without a round trip (see
+    /// [`crate::MutexGuard::known_fence`]).
     ///
     /// ```no_run
     /// # fn demo(guard: latchkey::blocking::MutexGuard) {
-    /// println!("write with fence {}", guard.fence());
+    /// println!("{:?}", guard.known_fence());
     /// # }
     /// ```
-    pub fn fence(&self) -> u64 {
-        self.inner().fence()
+    pub fn known_fence(&self) -> Option<u64> {
+        self.inner().known_fence()
     }
 
     /// How many replicas confirmed the grant, when the client waits for replicas

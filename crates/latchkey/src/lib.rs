@@ -4,7 +4,7 @@
 //! # async fn demo() -> latchkey::Result<()> {
 //! let client = latchkey::Client::open("redis://127.0.0.1:6379").await?;
 //! let guard = client.mutex("orders:42")?.lock().await?;
-//! println!("holding orders:42 with fencing token {}", guard.fence());
+//! println!("holding orders:42 with fencing token {}", guard.fence().await?);
 //! guard.release().await?;
 //! # Ok(()) }
 //! ```
@@ -22,9 +22,9 @@
 //!   one of them. See [Waiting](#waiting) and [Plain or fair](#plain-or-fair).
 //! - **Cancel safety.** Dropping a waiting future or a guard never leaves the lock
 //!   held. See [Cancel safety](#cancel-safety).
-//! - **Fencing tokens.** [`MutexGuard::fence`] grows strictly with every acquisition,
-//!   even across a restart of a Redis that kept nothing on disk. See
-//!   [Fencing](#fencing).
+//! - **Fencing tokens.** [`MutexGuard::fence`] grows strictly from holder to holder,
+//!   even across a restart of a Redis that kept nothing on disk, and costs nothing
+//!   until a holder asks for it. See [Fencing](#fencing).
 //! - **Interop.** The lock key holds exactly the owner token with a PX expiry, so
 //!   redis-py's `Lock`, redsync and node-redlock on the same key exclude latchkey and
 //!   are excluded by it. See [Interop](#interop).
@@ -91,7 +91,7 @@
 //! let mutex = client.mutex("backup")?.with_lease(Lease::renewed(Duration::from_secs(10))?);
 //! let guard = mutex.lock().await?;
 //! tokio::select! {
-//!     () = copy_files(guard.fence()) => {}
+//!     () = copy_files(guard.fence().await?) => {}
 //!     () = guard.lost() => eprintln!("lease lost: stop, the lock no longer protects us"),
 //! }
 //! let was_still_ours = guard.release().await?; // false: the lease had run out
@@ -281,25 +281,38 @@
 //!
 //! A lease can end under a holder that is still running: a long GC pause, a frozen
 //! VM, a slow disk. The lock alone cannot stop that holder's late writes. Every
-//! acquisition (a first try, a handover by a release, a pass between local
-//! tasks) therefore gets a fencing token, [`MutexGuard::fence`], strictly larger than
-//! every token handed out for that lock before. Send it with every write to the
-//! resource the lock protects, and have the resource refuse a token lower than the
-//! highest it has accepted. A holder that stalled past its lease then cannot overwrite
-//! the next holder's work:
+//! holder can therefore get a fencing token, [`MutexGuard::fence`], strictly larger
+//! than the token of every earlier holder of that lock. Send it with every write to
+//! the resource the lock protects, and have the resource refuse a token lower than
+//! the highest it has accepted. A holder that stalled past its lease then cannot
+//! overwrite the next holder's work:
 //!
 //! ```text
 //! UPDATE invoices SET total = $1, fence = $2 WHERE id = 7 AND fence < $2
 //! -- no row updated: a later holder wrote first, so drop this work
 //! ```
 //!
+//! **Computed on demand.** Most holders never write to a resource that checks a
+//! token, and computing one on every grant would cost every lock about 2.6× the
+//! server work of the bare `SET NX PX` it otherwise needs (see docs/benchmarks.md).
+//! So by default ([`Fencing::OnDemand`]) an uncontended take is one `SET key token NX
+//! PX ttl GET`, and `fence().await` computes the token the first time it is called,
+//! in a script that first checks the lock still holds this guard's owner token: holds
+//! of one lock never overlap, so tokens computed during them come in the order of
+//! the holds. Later calls reuse it without a round trip. A holder whose lock is gone
+//! by then gets [`Error::LeaseLost`] instead of a token. A lock handed over from the
+//! wait queue, or passed between the tasks of a process, comes with its token, and
+//! [`Fencing::OnGrant`] computes it with every grant, for holders that always write
+//! with one ([`MutexGuard::known_fence`] then never needs a round trip).
+//!
 //! A token is `max(previous token + 1, server time in µs)`, read from Redis's `TIME`
-//! inside the acquiring script. So tokens keep growing across every kind of restart
+//! inside the script that computes it. So tokens keep growing across every kind of restart
 //! and failover: a server that restarts empty, one that loads an RDB snapshot or an
 //! AOF older than the last grant, a replica promoted before it received the last
-//! writes. For the same reason the counter may expire: it expires one lease after the
-//! grant it fenced (renewals extend only the lock key), so [`LockStatus::fence`] may
-//! be `None` during a long hold.
+//! writes. For the same reason the counter may expire: it expires with the lease it
+//! fenced as it stood then (renewals extend only the lock key), so
+//! [`LockStatus::fence`] may be `None` during a long hold, or one whose holder never
+//! asked for a token.
 //!
 //! **The assumption this rests on:** the Redis server's clock never steps back past
 //! the last token handed out (tokens are microseconds, so a step back by more than
@@ -541,7 +554,7 @@ pub use client::Client;
 pub use error::{ACL_RULES, Cause, Error, Result};
 pub use key::{Kind, LockKey, Prefix};
 pub use lease::{Lease, Ttl};
-pub use lock::{Fairness, HoldToken, Mutex, MutexGuard, finish_background_releases};
+pub use lock::{Fairness, Fencing, HoldToken, Mutex, MutexGuard, finish_background_releases};
 pub use rwlock::RwLock;
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use store::LockStatus;

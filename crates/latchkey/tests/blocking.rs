@@ -26,11 +26,11 @@ fn the_blocking_api_takes_extends_and_releases() {
     assert!(guard.is_held().unwrap());
     assert!(!guard.is_lost());
     assert!(mutex.status().unwrap().is_held());
-    let fence = guard.fence();
+    let fence = guard.fence().unwrap();
     assert!(guard.release().unwrap());
 
     let again = mutex.try_lock().unwrap();
-    assert!(again.fence() > fence);
+    assert!(again.fence().unwrap() > fence);
     drop(again);
     // The blocking guard's drop releases before it returns.
     let mut admin = server.connection().unwrap();
@@ -63,7 +63,7 @@ async fn the_blocking_api_works_inside_spawn_blocking() {
         let mutex = client.mutex("inside").unwrap();
         let guard = mutex.lock_timeout(Duration::from_secs(1)).unwrap();
         assert!(matches!(mutex.try_lock(), Err(Error::Busy { .. })));
-        let fence = guard.fence();
+        let fence = guard.fence().unwrap();
         assert!(guard.release().unwrap());
         // A guard dropped here releases before the drop returns.
         drop(mutex.try_lock().unwrap());
@@ -98,7 +98,7 @@ fn the_blocking_api_has_what_the_async_one_has() {
     let mutex = client.mutex("parity").unwrap();
 
     // with_lock runs the closure under the lock and releases after.
-    let fence = mutex.with_lock(|guard| guard.fence()).unwrap();
+    let fence = mutex.with_lock(|guard| guard.fence().unwrap()).unwrap();
     assert!(fence > 0);
     assert!(!mutex.is_locked().unwrap());
 

@@ -172,7 +172,7 @@ async fn list_and_status_walk_every_primary() {
     assert_eq!(listed, expected);
     let status = client.mutex(&names[0]).unwrap().status().await.unwrap();
     assert!(status.is_held_by_latchkey());
-    assert_eq!(status.fence, Some(guards[0].fence()));
+    assert_eq!(status.fence, Some(guards[0].fence().await.unwrap()));
 }
 
 /// Locks under load while `fault` fails over the primary of the lock; every hold

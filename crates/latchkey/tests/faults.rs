@@ -17,7 +17,7 @@ async fn fences(url: &str, lock: &str, n: usize) -> Vec<u64> {
     let mut tokens = Vec::new();
     for _ in 0..n {
         let guard = mutex.lock_timeout(Duration::from_secs(5)).await.unwrap();
-        tokens.push(guard.fence());
+        tokens.push(guard.fence().await.unwrap());
         guard.release().await.unwrap();
     }
     tokens

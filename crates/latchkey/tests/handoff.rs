@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use latchkey::{Client, Error, HoldToken, Lease};
+use latchkey::{Client, Error, Fencing, HoldToken, Lease};
 use latchkey_testkit::RedisServer;
 
 async fn client(server: &RedisServer) -> Client {
@@ -23,16 +23,19 @@ async fn a_detached_hold_is_adopted_elsewhere_and_renewed_there() {
         .lock()
         .await
         .unwrap();
-    let fence = guard.fence();
+    let fence = guard.fence().await.unwrap();
     let text = guard.detach().unwrap().to_string();
     // Still held after the guard is gone: nobody else gets it.
     assert!(web.mutex("report").unwrap().try_lock().await.is_err());
 
     let token: HoldToken = text.parse().unwrap();
-    assert_eq!(token.fence(), fence);
+    assert_eq!(token.fence(), Some(fence));
     let report = worker.mutex("report").unwrap().with_lease(lease);
     let adopted = report.adopt(&token).await.unwrap();
-    assert!(adopted.fence() > fence, "a fresh fence from the server");
+    assert!(
+        adopted.fence().await.unwrap() > fence,
+        "a fresh fence from the server"
+    );
     // The token is spent: nobody else adopts, extends or releases by it.
     let again = report.adopt(&token).await.map(drop);
     assert!(matches!(again, Err(Error::LeaseLost { .. })), "{again:?}");
@@ -43,7 +46,7 @@ async fn a_detached_hold_is_adopted_elsewhere_and_renewed_there() {
     assert!(!adopted.is_lost());
     assert!(adopted.release().await.unwrap());
     let next = report.try_lock().await.unwrap();
-    assert!(next.fence() > fence);
+    assert!(next.fence().await.unwrap() > fence);
     // A token whose fence was forged higher gains nothing: adopt takes the
     // server's fence, and the token's owner no longer holds the lock anyway.
     let forged: HoldToken = format!("{}@{}", token.owner().as_str(), u64::MAX)
@@ -62,8 +65,13 @@ async fn extend_and_release_by_token_work_only_while_the_token_holds_the_lock() 
     let server = RedisServer::start().unwrap();
     let (one, other) = (client(&server).await, client(&server).await);
     let short = Lease::fixed(Duration::from_millis(400)).unwrap();
-    let mutex = one.mutex("job").unwrap().with_lease(short);
+    let mutex = one
+        .mutex("job")
+        .unwrap()
+        .with_lease(short)
+        .with_fencing(Fencing::OnGrant);
     let token = mutex.lock().await.unwrap().detach().unwrap();
+    let granted_fence = token.fence().expect("fenced with the grant");
     let elsewhere = other.mutex("job").unwrap();
     elsewhere
         .extend_held(&token, Duration::from_secs(5))
@@ -80,7 +88,7 @@ async fn extend_and_release_by_token_work_only_while_the_token_holds_the_lock() 
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(elsewhere.release_held(&token).await.unwrap());
     let got = waiting.await.unwrap().unwrap();
-    assert!(got.fence() > token.fence());
+    assert!(got.fence().await.unwrap() > granted_fence);
 
     // The token no longer holds it: nothing it does touches the new holder.
     assert!(!elsewhere.release_held(&token).await.unwrap());
@@ -106,7 +114,7 @@ async fn a_shared_hold_cannot_be_detached_and_bad_tokens_are_refused() {
     for bad in [
         "",
         "nope",
-        "0123456789abcdef0123456789abcdef:lk",
+        "0123456789abcdef0123456789abcdef:lk@",
         secret,
         "0123456789abcdef0123456789abcdef:lk@x",
     ] {
@@ -119,4 +127,16 @@ async fn a_shared_hold_cannot_be_detached_and_bad_tokens_are_refused() {
     }
     let token: HoldToken = "0123456789abcdef0123456789abcdef:lk@5".parse().unwrap();
     assert_eq!(format!("{token:?}"), "HoldToken(0123…@5)");
+    // A hold that never computed a fence has a token without one.
+    let unfenced = client.mutex("shared").unwrap().lock().await.unwrap();
+    let text = unfenced.detach().unwrap().to_string();
+    assert!(!text.contains('@'), "no fence was computed: {text}");
+    let token: HoldToken = text.parse().unwrap();
+    assert_eq!(token.fence(), None);
+    assert_eq!(format!("{token:?}"), format!("HoldToken({}…)", &text[..4]));
+    let adopted = client.mutex("shared").unwrap().adopt(&token).await.unwrap();
+    assert!(
+        adopted.known_fence().is_some(),
+        "adopting passes with a fence"
+    );
 }

@@ -102,10 +102,10 @@ async fn a_waiter_gets_the_lock_when_the_holder_releases() {
         tokio::spawn(async move { mutex.lock_timeout(Duration::from_secs(10)).await })
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let first = guard.fence();
+    let first = guard.fence().await.unwrap();
     assert!(guard.release().await.unwrap());
     let second = waiter.await.unwrap().unwrap();
-    assert!(second.fence() > first);
+    assert!(second.fence().await.unwrap() > first);
 }
 
 #[tokio::test]
@@ -151,7 +151,7 @@ async fn a_holder_whose_lease_expired_cannot_release_or_extend_the_next_holders_
         .try_lock()
         .await
         .unwrap();
-    assert!(next.fence() > stale.fence());
+    assert!(next.fence().await.unwrap() > stale.fence().await.unwrap());
     match stale.extend(Duration::from_secs(60)).await {
         Err(Error::LeaseLost { key, .. }) => assert_eq!(key, "expired"),
         other => panic!("expected LeaseLost, got {other:?}"),
@@ -184,8 +184,12 @@ async fn fencing_tokens_strictly_increase_also_across_an_empty_restart() {
     let mut last = 0;
     for _ in 0..200 {
         let guard = mutex.try_lock().await.unwrap();
-        assert!(guard.fence() > last, "{} after {last}", guard.fence());
-        last = guard.fence();
+        assert!(
+            guard.fence().await.unwrap() > last,
+            "{} after {last}",
+            guard.fence().await.unwrap()
+        );
+        last = guard.fence().await.unwrap();
         guard.release().await.unwrap();
     }
     // Nothing survives: no RDB, no AOF. The counter starts over from zero...
@@ -196,11 +200,11 @@ async fn fencing_tokens_strictly_increase_also_across_an_empty_restart() {
         let guard = mutex.try_lock().await.unwrap();
         // ...yet tokens keep growing, floored at the server clock.
         assert!(
-            guard.fence() > last,
+            guard.fence().await.unwrap() > last,
             "{} after restart, {last} before",
-            guard.fence()
+            guard.fence().await.unwrap()
         );
-        last = guard.fence();
+        last = guard.fence().await.unwrap();
         guard.release().await.unwrap();
     }
 }
@@ -345,7 +349,7 @@ async fn prefixes_and_shared_connections_work() {
     assert!(raw.exists::<_, bool>("app:job").await.unwrap());
     let fence_key = "{app:job}:lk:fence";
     let fence: u64 = raw.get(fence_key).await.unwrap();
-    assert_eq!(fence, guard.fence());
+    assert_eq!(fence, guard.fence().await.unwrap());
     guard.release().await.unwrap();
 
     let store = latchkey::store::RedisStore::open(&server.url())

@@ -55,10 +55,10 @@ async fn a_busy_lock_says_who_holds_it_and_fences_grow() {
         panic!("a second holder got the lock");
     };
     assert!(holder.is_some() && retry_after.is_some());
-    let fence = first.fence();
+    let fence = first.fence().await.unwrap();
     assert!(first.release().await.unwrap());
     let second = mutex.try_lock().await.unwrap();
-    assert!(second.fence() > fence);
+    assert!(second.fence().await.unwrap() > fence);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -131,7 +131,7 @@ async fn a_lost_lease_fires_the_lost_signal_and_the_next_fence_is_larger() {
     tokio::time::timeout(Duration::from_secs(5), guard.lost())
         .await
         .expect("the watchdog noticed the lock was taken");
-    assert!(next.fence() > guard.fence());
+    assert!(next.fence().await.unwrap() > guard.fence().await.unwrap());
     assert!(
         !guard.release().await.unwrap(),
         "released someone else's lock"

@@ -70,7 +70,7 @@ fn hold_forever_worker() {
         let client = Client::open(&url).await.unwrap();
         let guard = common::fixed(&client, "crash-lock", CRASH_TTL);
         let guard = guard.try_lock().await.unwrap();
-        println!("HELD {}", guard.fence());
+        println!("HELD {}", guard.fence().await.unwrap());
         // Long enough to be killed first; short enough that a broken test cannot hang CI.
         tokio::time::sleep(Duration::from_secs(60)).await;
     });
@@ -114,5 +114,5 @@ async fn a_killed_holder_blocks_until_its_ttl_and_no_longer() {
         "lock freed after {waited_since_held:?}, before the {CRASH_TTL:?} lease ended"
     );
     let dead_fence: u64 = held_line.trim().parse().unwrap();
-    assert!(guard.fence() > dead_fence);
+    assert!(guard.fence().await.unwrap() > dead_fence);
 }

@@ -66,10 +66,10 @@ async fn a_lock_is_held_on_a_majority_and_excludes_others() {
     assert!(a.mutex("report").unwrap().is_locked().await.unwrap());
     let busy = b.mutex("report").unwrap().try_lock().await.unwrap_err();
     assert!(matches!(busy, Error::Busy { .. }), "{busy}");
-    let first = guard.fence();
+    let first = guard.fence().await.unwrap();
     assert!(guard.release().await.unwrap());
     let again = b.mutex("report").unwrap().try_lock().await.unwrap();
-    assert!(again.fence() > first);
+    assert!(again.fence().await.unwrap() > first);
     again.release().await.unwrap();
     // Released everywhere: the release returns once a majority confirmed, and the
     // others' requests were sent too.
@@ -190,7 +190,7 @@ async fn a_master_restarted_empty_after_the_delay_makes_no_second_holder() {
         if let Ok(second) = contender.try_lock().await {
             panic!(
                 "a second holder (fence {}) while A's validity lasts",
-                second.fence()
+                second.fence().await.unwrap()
             );
         }
         if Instant::now() >= restart_at && servers[2].pid().is_none() {
@@ -222,10 +222,10 @@ async fn without_the_delay_an_empty_restart_lets_a_second_holder_in() {
     // Not even fencing is promised without the delay: both tokens rest on clock
     // floors of one second, so within one second B's may equal A's; never smaller.
     assert!(
-        second.fence() >= held.fence(),
+        second.fence().await.unwrap() >= held.fence().await.unwrap(),
         "{} then {}",
-        held.fence(),
-        second.fence()
+        held.fence().await.unwrap(),
+        second.fence().await.unwrap()
     );
 }
 
@@ -249,8 +249,12 @@ async fn fences_grow_across_changing_majorities() {
     }
     occupy(&servers[1], "ledger", 60_000);
     let first = client.mutex("ledger").unwrap().try_lock().await.unwrap();
-    assert!(first.fence() > earlier, "{} <= {earlier}", first.fence());
-    let first_fence = first.fence();
+    assert!(
+        first.fence().await.unwrap() > earlier,
+        "{} <= {earlier}",
+        first.fence().await.unwrap()
+    );
+    let first_fence = first.fence().await.unwrap();
     first.release().await.unwrap();
     let _: () = servers[1].connection().unwrap().del("ledger").unwrap();
     servers[0].pause().unwrap();
@@ -261,9 +265,9 @@ async fn fences_grow_across_changing_majorities() {
         .await
         .unwrap();
     assert!(
-        second.fence() > first_fence,
+        second.fence().await.unwrap() > first_fence,
         "{} <= {first_fence}: node 2 was not raised",
-        second.fence()
+        second.fence().await.unwrap()
     );
     second.release().await.unwrap();
     servers[0].resume().unwrap();

@@ -99,11 +99,11 @@ async fn a_waiter_claims_a_handed_lock_so_its_grant_is_confirmed_too() {
     let waiter = other.mutex("queue").unwrap().with_fairness(Fairness::Fair);
     let waiting = tokio::spawn(async move { waiter.lock_timeout(Duration::from_secs(10)).await });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let first_fence = held.fence();
+    let first_fence = held.fence().await.unwrap();
     assert!(held.release().await.unwrap());
     let guard = waiting.await.unwrap().unwrap();
     assert_eq!(guard.replicas(), Some(1));
-    assert!(guard.fence() > first_fence);
+    assert!(guard.fence().await.unwrap() > first_fence);
     assert!(guard.release().await.unwrap());
 }
 

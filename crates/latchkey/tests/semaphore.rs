@@ -91,7 +91,10 @@ async fn a_large_request_is_served_before_later_small_ones() {
     assert_eq!(pool.available().await.unwrap(), 1);
     first.release().await.unwrap();
     let (big, small) = (big.await.unwrap(), small.await.unwrap());
-    assert!(big.fence() < small.fence(), "served out of order");
+    assert!(
+        big.fence().await.unwrap() < small.fence().await.unwrap(),
+        "served out of order"
+    );
     assert_eq!(pool.available().await.unwrap(), 0);
     assert!(matches!(
         pool.acquire(4).await,
@@ -116,7 +119,8 @@ async fn available_counts_live_leases_only() {
     assert_eq!(pool.available().await.unwrap(), 3);
     let mut fences = Vec::new();
     for _ in 0..3 {
-        fences.push(pool.acquire(1).await.unwrap().fence());
+        let permit = pool.acquire(1).await.unwrap();
+        fences.push(permit.fence().await.unwrap());
     }
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
 }
@@ -251,11 +255,11 @@ async fn readers_share_and_a_waiting_writer_goes_before_later_readers() {
         !late_reader.is_finished(),
         "a reader got in beside the writer"
     );
-    let write_fence = write.fence();
+    let write_fence = write.fence().await.unwrap();
     write.release().await.unwrap();
     let read = late_reader.await.unwrap();
     assert!(
-        read.fence() > write_fence,
+        read.fence().await.unwrap() > write_fence,
         "a reader cannot tell the writer came first"
     );
 }

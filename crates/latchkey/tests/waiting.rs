@@ -325,13 +325,13 @@ async fn a_handed_lock_starts_without_a_claim_and_is_extended_to_its_lease() {
     let (holder, waiting) =
         waiter_behind_holder(&server, &client, "handed", lease, Duration::from_secs(3)).await;
     let mut conn = admin(&server);
-    let first_fence = holder.fence();
+    let first_fence = holder.fence().await.unwrap();
     let published = release_and_read_handover(&server, "handed", holder).await;
     let guard = waiting.await.unwrap().unwrap();
     // The release granted the lock and published its fence; the waiter holds with
     // that fence, so it ran no claim (a claim would have drawn a newer one).
-    assert_eq!(guard.fence(), published);
-    assert!(guard.fence() > first_fence);
+    assert_eq!(guard.fence().await.unwrap(), published);
+    assert!(guard.fence().await.unwrap() > first_fence);
     // It starts with what was left of its 3 s waiter lease, then extends to its own 60 s.
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -384,7 +384,11 @@ async fn a_handover_from_a_server_that_lost_the_waiters_renewal_is_claimed_again
     // The waiter does not trust that handover: its next try finds the lock under its
     // token and grants it afresh, with a newer fence and its full lease.
     let guard = waiting.await.unwrap().unwrap();
-    assert!(guard.fence() > handed, "{} vs {handed}", guard.fence());
+    assert!(
+        guard.fence().await.unwrap() > handed,
+        "{} vs {handed}",
+        guard.fence().await.unwrap()
+    );
     let pttl: i64 = conn.pttl("amnesia").unwrap();
     assert!(pttl > 10_000, "pttl {pttl} ms");
     assert!(guard.release().await.unwrap());
@@ -449,7 +453,10 @@ async fn ten_thousand_handoffs_lose_or_duplicate_no_grant() {
                     let _: () = redis::AsyncCommands::set(&mut conn, "count", n + 1)
                         .await
                         .unwrap();
-                    fences.lock().unwrap().push(guard.fence());
+                    {
+                        let fence = guard.fence().await.unwrap();
+                        fences.lock().unwrap().push(fence)
+                    };
                     assert!(guard.release().await.unwrap());
                 }
             }));
@@ -540,7 +547,7 @@ async fn with_lock_cancels_the_work_when_the_lease_is_lost() {
     assert!(started.elapsed() < Duration::from_secs(5));
 
     let value = mutex
-        .with_lock(async |guard| guard.fence() > 0)
+        .with_lock(async |guard| guard.fence().await.unwrap() > 0)
         .await
         .unwrap();
     assert!(value);
@@ -568,7 +575,7 @@ async fn a_reentered_lock_is_released_when_the_last_guard_goes() {
     let inner = outer.reenter();
     let innermost = inner.reenter();
     assert_eq!(outer.hold_count(), 3);
-    assert_eq!(inner.fence(), outer.fence());
+    assert_eq!(inner.fence().await.unwrap(), outer.fence().await.unwrap());
     assert!(innermost.release().await.unwrap());
     drop(inner);
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -672,7 +679,10 @@ async fn increment_under(
     log: &std::sync::Mutex<Vec<u64>>,
 ) {
     let guard = mutex.lock_timeout(Duration::from_secs(10)).await.unwrap();
-    log.lock().unwrap().push(guard.fence());
+    {
+        let fence = guard.fence().await.unwrap();
+        log.lock().unwrap().push(fence)
+    };
     let n: Option<i64> = redis::AsyncCommands::get(conn, "count").await.unwrap();
     let _: () = redis::AsyncCommands::set(conn, "count", n.unwrap_or(0) + 1)
         .await
@@ -701,10 +711,10 @@ async fn a_local_waiter_that_gives_up_is_skipped_and_nothing_leaks() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     quitter.abort();
     let _ = quitter.await;
-    let fence = holder.fence();
+    let fence = holder.fence().await.unwrap();
     assert!(holder.release().await.unwrap());
     let guard = patient.await.unwrap().unwrap();
-    assert!(guard.fence() > fence);
+    assert!(guard.fence().await.unwrap() > fence);
     assert!(guard.release().await.unwrap());
     assert!(
         !mutex.is_locked().await.unwrap(),

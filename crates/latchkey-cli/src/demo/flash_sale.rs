@@ -133,7 +133,7 @@ async fn buy(url: String, id: usize, locked: bool, doors: Arc<Barrier>) -> Resul
     let Some(guard) = guard else {
         return Ok(Visit { fence: None, line });
     };
-    let fence = guard.fence();
+    let fence = guard.fence().await?;
     if !guard.release().await? {
         return Err(Failure::software(format!(
             "buyer {id}'s lease ran out mid-purchase"
@@ -262,7 +262,7 @@ async fn pay(
     };
     let lane = match permit {
         Some(permit) => {
-            let fence = permit.fence();
+            let fence = permit.fence().await?;
             permit.release().await?;
             format!(", permit fence {fence}")
         }

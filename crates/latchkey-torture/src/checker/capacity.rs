@@ -44,7 +44,7 @@ pub fn check(history: &History, verdict: &mut Verdict) {
                     None => verdict.violate(
                         Property::Exclusion,
                         format!(
-                            "{lock}: {held} of {permits} permits held at once when {:?} (fence {}, weight {}) got its own",
+                            "{lock}: {held} of {permits} permits held at once when {:?} (fence {:?}, weight {}) got its own",
                             hold.holder, hold.fence, hold.weight
                         ),
                     ),

@@ -53,15 +53,17 @@ pub fn check(history: &History, verdict: &mut Verdict) {
                     verdict.violate(
                         Property::Exclusion,
                         format!(
-                            "{lock}: valid leases overlap: {:?} (fence {}) and {:?} (fence {})",
+                            "{lock}: valid leases overlap: {:?} (fence {:?}) and {:?} (fence {:?})",
                             a.hold.holder, a.hold.fence, b.hold.holder, b.hold.fence
                         ),
                     );
                 } else if overlap(a.section, b.section) {
-                    let older = if a.hold.fence < b.hold.fence { a } else { b };
-                    if older.write_accepted == Some(false)
-                        && stale_writers.insert(older.hold.holder)
-                    {
+                    // The stale one of the two: its write was refused.
+                    let refused = [a, b]
+                        .into_iter()
+                        .filter(|w| w.write_accepted == Some(false))
+                        .min_by_key(|w| w.hold.fence);
+                    if refused.is_some_and(|older| stale_writers.insert(older.hold.holder)) {
                         verdict.overlaps_caught_by_fencing += 1;
                     }
                 }

@@ -1,7 +1,9 @@
 //! Fencing tokens strictly increase across every kind of restart and failover:
 //! no fence is handed out twice for one lock, and an acquisition whose attempt began
-//! after another holder's release had returned gets a larger fence than that holder.
-//! Plus the resource's view: the tokens it accepted strictly increase.
+//! after another holder's release had returned gets a larger fence than that holder
+//! (whether either token came with the grant or was computed on demand later in the
+//! hold). Holds that never had a token are not checked. Plus the resource's view: the
+//! tokens it accepted strictly increase.
 //!
 //! Why "attempt began" and not "`lock()` returned": a grant can happen long before
 //! its reply arrives (a stalled connection delivers it later), so only an attempt
@@ -16,7 +18,7 @@ use crate::history::{History, Hold};
 
 #[derive(Debug, Default, Serialize)]
 pub struct Stats {
-    /// Acquisitions whose fence was checked.
+    /// Acquisitions that had a fence, all checked.
     pub checked: usize,
     /// Fences handed out a second time.
     pub repeated: usize,
@@ -25,9 +27,11 @@ pub struct Stats {
 }
 
 pub fn check(history: &History, verdict: &mut Verdict) {
-    let mut by_lock: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
+    let mut by_lock: BTreeMap<&str, Vec<(u64, &Hold)>> = BTreeMap::new();
     for hold in &history.holds {
-        by_lock.entry(&hold.lock).or_default().push(hold);
+        if let Some(fence) = hold.fence {
+            by_lock.entry(&hold.lock).or_default().push((fence, hold));
+        }
     }
     for (lock, holds) in by_lock {
         verdict.fences.checked += holds.len();
@@ -47,18 +51,18 @@ pub fn check(history: &History, verdict: &mut Verdict) {
     }
 }
 
-fn check_unique(lock: &str, holds: &[&Hold], verdict: &mut Verdict) {
+fn check_unique(lock: &str, holds: &[(u64, &Hold)], verdict: &mut Verdict) {
     let mut first: HashMap<u64, &Hold> = HashMap::new();
-    for hold in holds {
-        let Some(earlier) = first.insert(hold.fence, hold) else {
+    for &(fence, hold) in holds {
+        let Some(earlier) = first.insert(fence, hold) else {
             continue;
         };
         verdict.fences.repeated += 1;
         verdict.violate(
             Property::Fences,
             format!(
-                "{lock}: fence {} handed to {:?} and again to {:?}",
-                hold.fence, earlier.holder, hold.holder
+                "{lock}: fence {fence} handed to {:?} and again to {:?}",
+                earlier.holder, hold.holder
             ),
         );
     }
@@ -66,31 +70,31 @@ fn check_unique(lock: &str, holds: &[&Hold], verdict: &mut Verdict) {
 
 /// Sweeps the acquisitions by when their attempt began, keeping the largest fence of
 /// those released before.
-fn check_order(lock: &str, holds: &[&Hold], verdict: &mut Verdict) {
-    let mut releases: Vec<(u64, &Hold)> = holds
+fn check_order(lock: &str, holds: &[(u64, &Hold)], verdict: &mut Verdict) {
+    let mut releases: Vec<(u64, (u64, &Hold))> = holds
         .iter()
-        .filter_map(|hold| Some((hold.end.as_ref()?.release_end_us, *hold)))
+        .filter_map(|&(fence, hold)| Some((hold.end.as_ref()?.release_end_us, (fence, hold))))
         .collect();
     releases.sort_by_key(|(at, _)| *at);
-    let mut starts: Vec<&Hold> = holds.to_vec();
-    starts.sort_by_key(|hold| hold.attempt_start_us);
+    let mut starts: Vec<(u64, &Hold)> = holds.to_vec();
+    starts.sort_by_key(|(_, hold)| hold.attempt_start_us);
     let mut released = releases.iter().peekable();
-    let mut largest: Option<&Hold> = None;
-    for hold in starts {
+    let mut largest: Option<(u64, &Hold)> = None;
+    for (fence, hold) in starts {
         while let Some((_, before)) = released.next_if(|(at, _)| *at < hold.attempt_start_us) {
-            if largest.is_none_or(|l| before.fence > l.fence) {
-                largest = Some(before);
+            if largest.is_none_or(|(l, _)| before.0 > l) {
+                largest = Some(*before);
             }
         }
-        let Some(before) = largest.filter(|before| hold.fence <= before.fence) else {
+        let Some((before_fence, before)) = largest.filter(|(before, _)| fence <= *before) else {
             continue;
         };
         verdict.fences.out_of_order += 1;
         verdict.violate(
             Property::Fences,
             format!(
-                "{lock}: {:?} got fence {} though {:?} had released fence {} before it asked",
-                hold.holder, hold.fence, before.holder, before.fence
+                "{lock}: {:?} got fence {fence} though {:?} had released fence {before_fence} before it asked",
+                hold.holder, before.holder
             ),
         );
     }

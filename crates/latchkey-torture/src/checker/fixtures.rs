@@ -62,7 +62,7 @@ pub fn held(worker: usize, seq: u64, fence: u64, valid: (u64, u64)) -> Vec<Recor
             holder,
             lock: "l".into(),
             owner: owner(worker, seq),
-            fence,
+            fence: Some(fence),
             attempt_start_us: valid.0,
             at_us: valid.0,
             ttl_us: TTL,
@@ -71,7 +71,7 @@ pub fn held(worker: usize, seq: u64, fence: u64, valid: (u64, u64)) -> Vec<Recor
         Record::Ended {
             holder,
             lock: "l".into(),
-            fence,
+            fence: Some(fence),
             end: HoldEnd {
                 section: valid,
                 valid_until_us: valid.1,

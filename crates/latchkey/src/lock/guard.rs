@@ -29,7 +29,7 @@ use crate::transaction::{Held as HeldLock, Transaction};
 /// ```no_run
 /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
 /// let guard = mutex.lock().await?;
-/// let token = guard.fence(); // hand this to the resource you write to
+/// let token = guard.fence().await?; // hand this to the resource you write to
 /// tokio::select! {
 ///     () = guard.lost() => eprintln!("lease lost: stop writing"),
 ///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
@@ -67,7 +67,7 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
                 watchdog,
                 expiry_watch: OnceLock::new(),
                 hold,
-                fence,
+                fence: tokio::sync::OnceCell::new_with(fence),
                 replicas,
                 lease: state,
             }),
@@ -114,17 +114,55 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
     /// its lease then cannot overwrite the next holder's work. See
     /// [Fencing](crate#fencing).
     ///
+    /// The token comes with the grant when the lock was handed over from the wait
+    /// queue or the mutex asked for it ([`Fencing::OnGrant`](crate::Fencing)); else
+    /// the first call computes it in one round trip, checking in the same script that
+    /// the lock is still ours, and later calls (and re-entered guards) reuse it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] if the lock is no longer ours (the lease ended or was
+    /// broken) before a token was computed; the errors a reply can carry (a
+    /// transient one may be retried).
+    ///
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
     /// # fn write_invoice(total: u64, fence: u64) {}
     /// let guard = mutex.lock().await?;
     /// // The store keeps the highest fence it accepted and refuses lower ones.
-    /// write_invoice(120, guard.fence());
+    /// write_invoice(120, guard.fence().await?);
     /// guard.release().await?;
     /// # Ok(()) }
     /// ```
-    pub fn fence(&self) -> u64 {
-        self.held.fence
+    pub async fn fence(&self) -> Result<u64> {
+        let held = &self.held;
+        let computed = held.fence.get_or_try_init(|| async {
+            let hold = &held.hold;
+            if held.lease.is_lost() {
+                return Err(Error::lease_lost(&hold.key));
+            }
+            match hold.store.fence(&hold.key, &hold.owner).await? {
+                Some(fence) => Ok(fence),
+                None => {
+                    held.lease.lose();
+                    Err(Error::lease_lost(&hold.key))
+                }
+            }
+        });
+        computed.await.copied()
+    }
+
+    /// The fencing token if it is known already (it came with the grant, or
+    /// [`fence`](Self::fence) computed it), without a round trip.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let guard = mutex.with_fencing(latchkey::Fencing::OnGrant).lock().await?;
+    /// assert!(guard.known_fence().is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn known_fence(&self) -> Option<u64> {
+        self.held.fence.get().copied()
     }
 
     /// How many replicas confirmed that they have this lock (`WAIT`), when the
@@ -387,7 +425,10 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
         })?;
         held.stop_renewing();
         held.hold.detach();
-        Ok(HoldToken::new(held.hold.owner.clone(), held.fence))
+        Ok(HoldToken::new(
+            held.hold.owner.clone(),
+            held.fence.get().copied(),
+        ))
     }
 
     /// Gives up this guard. The last guard of an acquisition stops the renewal and
@@ -487,7 +528,7 @@ impl<S: Pass + WakeUps> std::fmt::Debug for MutexGuard<S> {
         f.debug_struct("MutexGuard")
             .field("key", &self.key().as_str())
             .field("owner", self.owner())
-            .field("fence", &self.fence())
+            .field("fence", &self.known_fence())
             .field("validity", &self.validity())
             .field("lost", &self.is_lost())
             .finish()

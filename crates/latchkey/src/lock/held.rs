@@ -17,7 +17,8 @@ pub(crate) struct Held<S: Pass + WakeUps> {
     /// Watches a fixed lease run out, started on the first `lost_token` call.
     pub(crate) expiry_watch: OnceLock<Option<DropGuard>>,
     pub(crate) hold: ReleaseOnDrop<S>,
-    pub(crate) fence: u64,
+    /// The fencing token: from the grant, or computed when first asked for.
+    pub(crate) fence: tokio::sync::OnceCell<u64>,
     pub(crate) replicas: Option<u32>,
     pub(crate) lease: Arc<LeaseState>,
 }

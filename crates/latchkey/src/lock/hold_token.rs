@@ -7,7 +7,7 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 use crate::token::{OwnerToken, mask_owner};
 
-/// A held lock's owner token and fencing token, as text another process can use to
+/// A held lock's owner token and fencing token (if it had one), as text another process can use to
 /// [`adopt`](crate::Mutex::adopt), [`extend`](crate::Mutex::extend_held) or
 /// [`release`](crate::Mutex::release_held) the hold: a job handed from a web
 /// request to a worker, a shell script's steps (`latchkey acquire`, then `latchkey
@@ -22,17 +22,17 @@ use crate::token::{OwnerToken, mask_owner};
 /// let token = report.lock().await?.detach()?.to_string(); // held until the lease ends
 /// // … hand `token` to a worker, which takes the hold over:
 /// let guard = report.adopt(&token.parse()?).await?; // renewed again, released on drop
-/// println!("fence {}", guard.fence());
+/// println!("fence {}", guard.fence().await?);
 /// # Ok(()) }
 /// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct HoldToken {
     owner: OwnerToken,
-    fence: u64,
+    fence: Option<u64>,
 }
 
 impl HoldToken {
-    pub(crate) fn new(owner: OwnerToken, fence: u64) -> Self {
+    pub(crate) fn new(owner: OwnerToken, fence: Option<u64>) -> Self {
         HoldToken { owner, fence }
     }
 
@@ -47,33 +47,41 @@ impl HoldToken {
         &self.owner
     }
 
-    /// The fencing token the hold was granted.
+    /// The fencing token the hold had when it was detached: `None` if none was
+    /// computed (see [`Fencing`](crate::Fencing)). The guard that adopts the hold
+    /// gets a fresh one either way.
     ///
     /// ```
     /// let token: latchkey::HoldToken = "0123456789abcdef0123456789abcdef:lk@7".parse()?;
-    /// assert_eq!(token.fence(), 7);
+    /// assert_eq!(token.fence(), Some(7));
+    /// let token: latchkey::HoldToken = "0123456789abcdef0123456789abcdef:lk".parse()?;
+    /// assert_eq!(token.fence(), None);
     /// # Ok::<(), latchkey::Error>(())
     /// ```
-    pub fn fence(&self) -> u64 {
+    pub fn fence(&self) -> Option<u64> {
         self.fence
+    }
+
+    fn fmt_with(&self, f: &mut fmt::Formatter<'_>, owner: &str) -> fmt::Result {
+        match self.fence {
+            Some(fence) => write!(f, "{owner}@{fence}"),
+            None => f.write_str(owner),
+        }
     }
 }
 
-/// `<owner token>@<fence>`.
+/// `<owner token>@<fence>`, or the owner token alone for a hold without a fence.
 impl fmt::Display for HoldToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}@{}", self.owner.as_str(), self.fence)
+        self.fmt_with(f, self.owner.as_str())
     }
 }
 
 impl fmt::Debug for HoldToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "HoldToken({}@{})",
-            mask_owner(self.owner.as_str()),
-            self.fence
-        )
+        f.write_str("HoldToken(")?;
+        self.fmt_with(f, &mask_owner(self.owner.as_str()))?;
+        f.write_str(")")
     }
 }
 
@@ -82,20 +90,24 @@ impl fmt::Debug for HoldToken {
 /// # Errors
 ///
 /// [`Error::InvalidArgument`] for text that is not `<latchkey owner token>@<fence>`
-/// (the message never repeats the text: it may be a secret).
+/// or `<latchkey owner token>` (the message never repeats the text: it may be a
+/// secret).
 impl FromStr for HoldToken {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Self> {
         let invalid = || {
             Error::InvalidArgument(
-                "not a hold token: expected <32 hex digits>:lk@<fence>, as `detach` (or `latchkey acquire`) prints it"
+                "not a hold token: expected <32 hex digits>:lk[@<fence>], as `detach` (or `latchkey acquire`) prints it"
                     .to_owned(),
             )
         };
-        let (owner, fence) = text.trim().rsplit_once('@').ok_or_else(invalid)?;
+        let text = text.trim();
+        let (owner, fence) = match text.rsplit_once('@') {
+            Some((owner, fence)) => (owner, Some(fence.parse().map_err(|_| invalid())?)),
+            None => (text, None),
+        };
         let owner = OwnerToken::parse(owner).ok_or_else(invalid)?;
-        let fence = fence.parse().map_err(|_| invalid())?;
         Ok(HoldToken { owner, fence })
     }
 }

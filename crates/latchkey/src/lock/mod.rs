@@ -3,6 +3,7 @@
 
 mod backoff;
 mod fairness;
+mod fencing;
 mod guard;
 mod held;
 mod hold_token;
@@ -14,6 +15,7 @@ mod waiter;
 mod watchdog;
 
 pub use fairness::Fairness;
+pub use fencing::Fencing;
 pub use guard::MutexGuard;
 pub use hold_token::HoldToken;
 pub(crate) use local::LocalLocks;

@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::fairness::Fairness;
+use super::fencing::Fencing;
 use super::guard::{MutexGuard, can_hand_off};
 use super::hold_token::HoldToken;
 use super::local::LocalLocks;
@@ -64,6 +65,7 @@ pub struct Mutex<S = RedisStore> {
     key: LockKey,
     lease: Lease,
     fairness: Fairness,
+    fencing: Fencing,
     waiter_lease: Ttl,
     local: LocalLocks,
 }
@@ -95,6 +97,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
             key,
             lease: Lease::default(),
             fairness: Fairness::Plain,
+            fencing: Fencing::OnDemand,
             waiter_lease: DEFAULT_WAITER_LEASE,
             local,
         }
@@ -129,6 +132,20 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// ```
     pub fn with_fairness(mut self, fairness: Fairness) -> Self {
         self.fairness = fairness;
+        self
+    }
+
+    /// The same lock with another [`Fencing`]: [`Fencing::OnGrant`] computes the
+    /// fencing token with every grant, for holders that always write with it; the
+    /// default computes it when first asked for. See [Fencing](crate#fencing).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let mutex = client.mutex("ledger")?.with_fencing(latchkey::Fencing::OnGrant);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_fencing(mut self, fencing: Fencing) -> Self {
+        self.fencing = fencing;
         self
     }
 
@@ -181,6 +198,17 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// ```
     pub fn fairness(&self) -> Fairness {
         self.fairness
+    }
+
+    /// When the fencing token is computed.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// assert_eq!(client.mutex("jobs")?.fencing(), latchkey::Fencing::OnDemand);
+    /// # Ok(()) }
+    /// ```
+    pub fn fencing(&self) -> Fencing {
+        self.fencing
     }
 
     fn is_fair(&self) -> bool {
@@ -399,7 +427,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
         let hold = ReleaseOnDrop::held(self.store.clone(), self.key.clone(), owner, None, ttl);
         let won = Won {
             hold,
-            fence,
+            fence: Some(fence),
             valid_until: ttl.valid_until(sent),
             top_up: false,
             replicas: None,
@@ -465,6 +493,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
         let wait = Wait {
             ttl: self.lease.ttl(),
             fair: self.is_fair(),
+            fenced: self.fencing == Fencing::OnGrant,
             waiter_lease: self.waiter_lease,
             deadline,
         };

@@ -47,6 +47,8 @@ const FOREIGN_RECHECK: Duration = Duration::from_millis(40);
 pub(crate) struct Wait {
     pub(crate) ttl: Ttl,
     pub(crate) fair: bool,
+    /// Ask for the fencing token with the grant (see [`crate::Fencing`]).
+    pub(crate) fenced: bool,
     pub(crate) waiter_lease: Ttl,
     pub(crate) deadline: Option<Instant>,
 }
@@ -73,11 +75,11 @@ impl Wait {
     }
 }
 
-/// A lock that is ours: the hold (held), its fencing token, and until when it surely
-/// is (counted from when the winning request was sent).
+/// A lock that is ours: the hold (held), its fencing token if the grant computed one,
+/// and until when it surely is (counted from when the winning request was sent).
 pub(crate) struct Won<S: Pass + WakeUps> {
     pub(crate) hold: ReleaseOnDrop<S>,
-    pub(crate) fence: u64,
+    pub(crate) fence: Option<u64>,
     pub(crate) valid_until: Instant,
     /// A release handed it over with only what was left of the waiter lease: the
     /// guard extends it to the mutex's lease.
@@ -144,7 +146,7 @@ async fn wait_for_local_pass<S: Pass + WakeUps>(
         hold.others_queued = passed.others_queued;
         FromLocal::Passed(Won {
             hold,
-            fence: passed.fence,
+            fence: Some(passed.fence),
             valid_until: wait.ttl.valid_until(passed.sent),
             top_up: false,
             replicas: None,
@@ -202,6 +204,7 @@ async fn acquire_in_redis<S: Pass + WakeUps>(
         ttl: wait.ttl,
         fair: wait.fair,
         queue_lease: None,
+        fenced: wait.fenced,
     };
     // Others in this process already wait here: queue at once, skipping a try
     // that would most likely fail.
@@ -331,7 +334,7 @@ async fn acquire_in_redis<S: Pass + WakeUps>(
             hold.others_queued = true;
             return Ok(Won {
                 hold,
-                fence: handover.fence,
+                fence: Some(handover.fence),
                 valid_until: handover.valid_until,
                 top_up: !handover.in_full,
                 replicas: None,

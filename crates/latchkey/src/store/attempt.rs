@@ -25,6 +25,11 @@ pub struct AcquireRequest {
     /// `Some(lease)`: join (or stay in) the lock's wait queue, as a waiter that
     /// counts as dead if it does not try again within `lease`. `None`: just try.
     pub queue_lease: Option<Ttl>,
+    /// Compute the fencing token with the grant. Without it a store may grant
+    /// without one ([`Attempt::Acquired`] with `fence: None`), to be computed only if
+    /// the holder asks ([`LockStore::fence`](super::LockStore::fence)): the
+    /// uncontended path then costs what `SET NX PX` costs.
+    pub fenced: bool,
 }
 
 impl AcquireRequest {
@@ -39,6 +44,7 @@ impl AcquireRequest {
             ttl,
             fair: false,
             queue_lease: None,
+            fenced: false,
         }
     }
 
@@ -64,6 +70,17 @@ impl AcquireRequest {
         self.queue_lease = lease;
         self
     }
+
+    /// The same request, asking for the fencing token with the grant (`true`) or
+    /// leaving it to the store (`false`).
+    ///
+    /// ```
+    /// assert!(latchkey::store::AcquireRequest::new(latchkey::Ttl::DEFAULT).fenced(true).fenced);
+    /// ```
+    pub fn fenced(mut self, fenced: bool) -> Self {
+        self.fenced = fenced;
+        self
+    }
 }
 
 /// What one acquire attempt found.
@@ -79,8 +96,11 @@ pub enum Attempt {
     /// The lock is ours, with this fencing token.
     #[non_exhaustive]
     Acquired {
-        /// Strictly larger than every token handed out for this lock before.
-        fence: u64,
+        /// Strictly larger than every token handed out for this lock before; `None`
+        /// when the store granted without one (the request was not
+        /// [`fenced`](AcquireRequest::fenced)): ask
+        /// [`LockStore::fence`](super::LockStore::fence) if one is needed.
+        fence: Option<u64>,
         /// Others in the lock's wait queue when it was granted (0 when the attempt
         /// did not look): while they wait, a task of this process gets the lock only
         /// by a pass ahead of them (see [`Pass`](super::Pass)).
@@ -114,11 +134,25 @@ impl Attempt {
     ///
     /// ```
     /// let won = latchkey::store::Attempt::acquired(7, 0);
-    /// assert!(matches!(won, latchkey::store::Attempt::Acquired { fence: 7, .. }));
+    /// assert!(matches!(won, latchkey::store::Attempt::Acquired { fence: Some(7), .. }));
     /// ```
     pub fn acquired(fence: u64, queued: u64) -> Self {
         Attempt::Acquired {
-            fence,
+            fence: Some(fence),
+            queued,
+            replicas: None,
+        }
+    }
+
+    /// The lock is ours, with no fencing token yet; `queued` others wait for it.
+    ///
+    /// ```
+    /// let won = latchkey::store::Attempt::unfenced(0);
+    /// assert!(matches!(won, latchkey::store::Attempt::Acquired { fence: None, .. }));
+    /// ```
+    pub fn unfenced(queued: u64) -> Self {
+        Attempt::Acquired {
+            fence: None,
             queued,
             replicas: None,
         }

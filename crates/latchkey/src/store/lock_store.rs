@@ -186,6 +186,48 @@ pub trait LockStore: Clone + Send + Sync + 'static {
         async move { Ok(self.owner(key).await?.as_deref() == Some(owner.as_str())) }
     }
 
+    /// The fencing token of the hold `owner` has on `key`, for a grant that came
+    /// without one ([`Attempt::Acquired`] with `fence: None`): strictly larger than
+    /// every token handed out for `key` before, computed only if `key` still holds
+    /// `owner` (`Ok(None)` if not). Holds of one lock never overlap, so tokens computed
+    /// while holding come in the order of the holds. Asking again hands out a new,
+    /// larger token. The default refuses: a store that always fences its grants is
+    /// never asked.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) from a store that
+    /// fences only with its grants, [`Error::WrongType`](crate::Error::WrongType),
+    /// [`Error::ReadOnly`](crate::Error::ReadOnly), and the errors every reply can
+    /// carry.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may have moved the lock's counter on: harmless, since
+    /// tokens only need to grow.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{LockStore, RedisStore};
+    /// # async fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+    /// match store.fence(&key, &me).await? {
+    ///     Some(fence) => println!("write with fence {fence}"),
+    ///     None => println!("no longer ours"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn fence(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+    ) -> impl Future<Output = Result<Option<u64>>> + Send {
+        let _ = (key, owner);
+        async {
+            Err(crate::Error::InvalidArgument(
+                "this store hands out fencing tokens only with its grants".to_owned(),
+            ))
+        }
+    }
+
     /// Where this store keeps its locks (an address, never with credentials), for
     /// errors the caller reports itself, such as a wait whose requests all went
     /// unanswered until its deadline.

@@ -21,6 +21,7 @@
 //! [`Client`](crate::Client), which makes one.
 
 mod attempt;
+mod bare_take;
 mod cluster;
 mod connection;
 mod dedicated;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use redis::aio::ConnectionManagerConfig;
 use redis::{ErrorKind, FromRedisValue, RedisResult, Script, ScriptInvocation, ServerErrorKind};
 
+use super::bare_take::BareTake;
 use super::dedicated::{Dedicated, DedicatedConn};
 use super::subscriber::{Source, Subscriber};
 use super::target::Target;
@@ -50,6 +51,8 @@ pub struct RedisStore {
     replication: Option<Replication>,
     /// Connections of their own, for optimistic transactions.
     dedicated: Dedicated,
+    /// Whether the server takes `SET … NX … GET` (Redis ≥ 7.0); see `bare_take.rs`.
+    pub(super) bare_take: BareTake,
 }
 
 /// A grant script's reply: taken (1/0), the fence or the lease left, the holder,
@@ -66,6 +69,15 @@ struct Replication {
     /// behind it on a connection, and the store's other commands (status, rate
     /// limits) must not queue behind a slow replica.
     conn: Connection,
+}
+
+impl Replication {
+    /// Adds the `WAIT` that makes the replicas confirm what `pipe` wrote.
+    fn wait_behind(&self, pipe: &mut redis::Pipeline) {
+        pipe.cmd("WAIT")
+            .arg(self.replicas)
+            .arg(u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX));
+    }
 }
 
 /// How our connections to one server time out and reconnect.
@@ -189,6 +201,7 @@ impl RedisStore {
             target: Some(target),
             replication: None,
             dedicated: Dedicated::default(),
+            bare_take: BareTake::default(),
         }
     }
 
@@ -298,6 +311,7 @@ impl RedisStore {
             target: None,
             replication: None,
             dedicated: Dedicated::default(),
+            bare_take: BareTake::default(),
         }
     }
 
@@ -413,10 +427,8 @@ impl RedisStore {
             return Ok((self.run(call, key).await?, None));
         };
         let mut pipe = redis::pipe();
-        pipe.invoke_script(call)
-            .cmd("WAIT")
-            .arg(replication.replicas)
-            .arg(u64::try_from(replication.timeout.as_millis()).unwrap_or(u64::MAX));
+        pipe.invoke_script(call);
+        replication.wait_behind(&mut pipe);
         let mut conn = replication.conn.clone();
         let mut reply = pipe.query_async(&mut conn).await;
         // A pipeline does not load the script by itself.
@@ -429,6 +441,22 @@ impl RedisStore {
             reply = pipe.query_async(&mut conn).await;
         }
         let (value, acked): (T, u32) = self.context(reply, key.as_str())?;
+        Ok((value, Some(acked)))
+    }
+
+    /// A command that may write, with `WAIT` behind it when replicas must confirm;
+    /// its reply and how many did. The error is Redis's own, for the caller to sort.
+    pub(crate) async fn query_confirmed<T: FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+    ) -> RedisResult<(T, Option<u32>)> {
+        let Some(replication) = &self.replication else {
+            return Ok((self.query(cmd).await?, None));
+        };
+        let mut pipe = redis::pipe();
+        pipe.add_command(cmd.clone());
+        replication.wait_behind(&mut pipe);
+        let (value, acked): (T, u32) = pipe.query_async(&mut replication.conn.clone()).await?;
         Ok((value, Some(acked)))
     }
 
@@ -464,6 +492,22 @@ impl RedisStore {
             let pttl = u64::try_from(value).ok().map(Duration::from_millis);
             return Ok(Attempt::busy(pttl, holder).queued_at(fourth, waiter_lease_end));
         }
+        let won = Attempt::acquired(u64::try_from(value).unwrap_or(0), fourth);
+        self.confirmed_grant(store, key, (owner, request), won, replicas)
+            .await
+    }
+
+    /// A grant `won`, as confirmed by `replicas`; one that fewer replicas confirmed
+    /// than asked for is undone through `store`'s own release (a lock's or a
+    /// semaphore's, which knows its keys) and reported.
+    pub(crate) async fn confirmed_grant<S: LockStore>(
+        &self,
+        store: &S,
+        key: &LockKey,
+        (owner, request): (&OwnerToken, AcquireRequest),
+        won: Attempt,
+        replicas: Option<u32>,
+    ) -> Result<Attempt> {
         if let Err(too_few) = self.confirmed(key, replicas) {
             let leaving = request.queue_lease.map(|_| request.ttl);
             return match store.release(key, owner, leaving).await {
@@ -472,7 +516,6 @@ impl RedisStore {
                 Err(undo) => Err(Error::grant_not_undone(&self.node, &undo)),
             };
         }
-        let won = Attempt::acquired(u64::try_from(value).unwrap_or(0), fourth);
         Ok(match replicas {
             Some(confirmed) => won.confirmed_by(confirmed),
             None => won,
@@ -596,7 +639,7 @@ impl RedisStore {
     }
 
     /// Sorts a failed reply into latchkey's errors, naming this node and `key`.
-    fn context<T>(&self, reply: RedisResult<T>, key: &str) -> Result<T> {
+    pub(super) fn context<T>(&self, reply: RedisResult<T>, key: &str) -> Result<T> {
         let follows_failover = self.follows_failover();
         reply.map_err(|e| match Error::from_redis(e, &self.node, key) {
             Error::ReadOnly { node } if follows_failover => Error::demoted(&node),
@@ -643,8 +686,14 @@ impl LockStore for RedisStore {
         owner: &OwnerToken,
         request: AcquireRequest,
     ) -> Result<Attempt> {
-        // A plain first try needs no queue: the smallest script, the most common call.
+        // A plain first try needs no queue: the most common call. Without a fence
+        // it is a bare `SET NX PX` (see `bare_take.rs`); with one, the smallest script.
         let through_queue = request.fair || request.queue_lease.is_some();
+        if !through_queue && !request.fenced {
+            if let Some(attempt) = self.bare_take(key, owner, request).await? {
+                return Ok(attempt);
+            }
+        }
         let mut call = match through_queue {
             false => lock_script(&scripts::TAKE, &[key.as_str(), key.fence()]),
             true => lock_script(
@@ -702,6 +751,13 @@ impl LockStore for RedisStore {
             .query_async(&mut conn)
             .await;
         self.context(reply, key.as_str())
+    }
+
+    async fn fence(&self, key: &LockKey, owner: &OwnerToken) -> Result<Option<u64>> {
+        let mut call = lock_script(&scripts::FENCE, &[key.as_str(), key.fence()]);
+        call.arg(owner.as_str());
+        let fence: u64 = self.run(&call, key).await?;
+        Ok((fence > 0).then_some(fence))
     }
 }
 

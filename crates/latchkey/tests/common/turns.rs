@@ -57,7 +57,7 @@ pub async fn take_turns<S: Pass + WakeUps>(client: Client<S>, turns: Turns, hold
         let from = Instant::now();
         tokio::time::sleep(turns.work).await;
         let until = Instant::now().min(guard.valid_until());
-        let fence = guard.fence();
+        let fence = guard.fence().await.unwrap();
         holds.lock().unwrap().push(Hold { from, until, fence });
         let _ = guard.release().await;
     }

@@ -33,10 +33,15 @@ end
 -- was (an RDB snapshot, an AOF that lost its tail, a replica that missed writes) or
 -- lost altogether still yields a token above every earlier one, as long as the server
 -- clock never steps back past the last token. So the counter may expire with the
--- lease it fenced. `last` and `us` come from `before_grant`.
+-- lease it fenced (`ttl` ms; nil: a lease without end). `last` and `us` come from
+-- `before_grant`.
 local function next_fence(fence_key, ttl, last, us)
   local fence = math.max(last + 1, us)
-  redis.call('SET', fence_key, string.format('%d', fence), 'PX', ttl)
+  if ttl then
+    redis.call('SET', fence_key, string.format('%d', fence), 'PX', ttl)
+  else
+    redis.call('SET', fence_key, string.format('%d', fence))
+  end
   return fence
 end
 
