@@ -46,6 +46,11 @@ pub enum Impl {
     /// This library in fair (strict FIFO) mode.
     #[serde(rename = "latchkey-fair")]
     LatchkeyFair,
+    /// This library (plain mode) computing the fencing token with every grant
+    /// (`Fencing::OnGrant`). Only in the cost scenario: under contention it behaves
+    /// as `latchkey`, whose handovers fence anyway.
+    #[serde(rename = "latchkey-fenced")]
+    LatchkeyFenced,
     /// The bare commands: `SET key token NX PX`, retried every 10 ms when busy, and
     /// a Lua compare-and-delete release. No fencing, no waiting but polling.
     Raw,
@@ -58,7 +63,7 @@ pub enum Impl {
 }
 
 impl Impl {
-    /// All of them, in report order.
+    /// All of them the timed scenarios compare, in report order.
     pub const ALL: [Impl; 5] = [
         Impl::Latchkey,
         Impl::LatchkeyFair,
@@ -72,6 +77,7 @@ impl Impl {
         match self {
             Impl::Latchkey => "latchkey",
             Impl::LatchkeyFair => "latchkey-fair",
+            Impl::LatchkeyFenced => "latchkey-fenced",
             Impl::Raw => "raw",
             Impl::RawFenced => "raw-fenced",
             Impl::Rslock => "rslock",
@@ -84,7 +90,8 @@ impl Impl {
 pub(crate) enum Locker {
     Latchkey {
         client: latchkey::Client,
-        fair: bool,
+        fairness: latchkey::Fairness,
+        fencing: latchkey::Fencing,
     },
     Raw {
         conn: MultiplexedConnection,
@@ -103,9 +110,16 @@ pub(crate) enum Held {
 impl Locker {
     pub(crate) async fn new(which: Impl, url: &str) -> Result<Self, BenchError> {
         Ok(match which {
-            Impl::Latchkey | Impl::LatchkeyFair => Locker::Latchkey {
+            Impl::Latchkey | Impl::LatchkeyFair | Impl::LatchkeyFenced => Locker::Latchkey {
                 client: latchkey::Client::open(url).await?,
-                fair: which == Impl::LatchkeyFair,
+                fairness: match which {
+                    Impl::LatchkeyFair => latchkey::Fairness::Fair,
+                    _ => latchkey::Fairness::Plain,
+                },
+                fencing: match which {
+                    Impl::LatchkeyFenced => latchkey::Fencing::OnGrant,
+                    _ => latchkey::Fencing::OnDemand,
+                },
             },
             Impl::Raw | Impl::RawFenced => Locker::Raw {
                 conn: crate::connect(url).await?,
@@ -120,13 +134,16 @@ impl Locker {
     /// Waits for `key`, each implementation its own way.
     pub(crate) async fn lock(&self, key: &str) -> Result<Held, BenchError> {
         match self {
-            Locker::Latchkey { client, fair } => {
-                let mutex = client.mutex(key)?.with_lease(latchkey::Lease::fixed(TTL)?);
-                let mutex = if *fair {
-                    mutex.with_fairness(latchkey::Fairness::Fair)
-                } else {
-                    mutex
-                };
+            Locker::Latchkey {
+                client,
+                fairness,
+                fencing,
+            } => {
+                let mutex = client
+                    .mutex(key)?
+                    .with_lease(latchkey::Lease::fixed(TTL)?)
+                    .with_fairness(*fairness)
+                    .with_fencing(*fencing);
                 Ok(Held::Latchkey(mutex.lock().await?))
             }
             Locker::Raw { conn, fenced } => raw_lock(conn.clone(), key, *fenced).await,

@@ -141,6 +141,7 @@ async fn a_holder_whose_lease_expired_cannot_release_or_extend_the_next_holders_
     let (_server, client, mut raw) = setup().await;
     let mutex = common::fixed(&client, "expired", Duration::from_millis(100));
     let stale = mutex.try_lock().await.unwrap();
+    let stale_fence = stale.fence().await.unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(stale.validity(), Duration::ZERO);
     assert!(!stale.is_held().await.unwrap());
@@ -151,7 +152,7 @@ async fn a_holder_whose_lease_expired_cannot_release_or_extend_the_next_holders_
         .try_lock()
         .await
         .unwrap();
-    assert!(next.fence().await.unwrap() > stale.fence().await.unwrap());
+    assert!(next.fence().await.unwrap() > stale_fence);
     match stale.extend(Duration::from_secs(60)).await {
         Err(Error::LeaseLost { key, .. }) => assert_eq!(key, "expired"),
         other => panic!("expected LeaseLost, got {other:?}"),

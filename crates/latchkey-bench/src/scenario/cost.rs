@@ -52,11 +52,12 @@ pub enum Subject {
 
 impl Subject {
     /// Every subject, in report order.
-    const ALL: [Subject; 8] = [
+    const ALL: [Subject; 9] = [
         Subject::Lock(Impl::Raw),
         Subject::Lock(Impl::RawFenced),
         Subject::Lock(Impl::Rslock),
         Subject::Lock(Impl::Latchkey),
+        Subject::Lock(Impl::LatchkeyFenced),
         Subject::Lock(Impl::LatchkeyFair),
         Subject::Semaphore,
         Subject::RateLimit(Decider::TrivialScript),

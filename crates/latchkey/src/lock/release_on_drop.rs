@@ -200,9 +200,20 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             }
             local.released(&self.key);
         }
-        let released = self.store.release(&self.key, &self.owner, leaving).await?;
+        let released = self.release_in_store(leaving).await?;
         self.state = HoldState::Clear;
         Ok(released)
+    }
+
+    /// The release in the store: the cheap one for a hold that saw nobody queued,
+    /// then (or else) the one that hands the lock to the queue or leaves it.
+    async fn release_in_store(&self, leaving: Option<Ttl>) -> Result<bool> {
+        if leaving.is_none() && !self.others_queued {
+            if let Some(released) = self.store.release_alone(&self.key, &self.owner).await? {
+                return Ok(released);
+            }
+        }
+        self.store.release(&self.key, &self.owner, leaving).await
     }
 
     /// Tries the local waiters in turn; true once one of them holds the lock. A waiter

@@ -5,7 +5,7 @@
 //! or a `SCRIPT FLUSH`). Data reaches a script only through `KEYS` and `ARGV`: no script
 //! text is ever built from input.
 //!
-//! The lock's state machine is five scripts in `lock/`, one per operation, so the
+//! The lock's state machine is six scripts in `lock/`, one per operation, so the
 //! server runs only the code an operation needs (every helper a script defines costs
 //! it time on every call, which shows on the uncontended path). Redis has no
 //! `require`: the helpers they share (`clock.lua`, `grant.lua`, `queue.lua`) are
@@ -37,6 +37,10 @@ pub(crate) static RELEASE: LazyLock<Script> =
 
 /// The fencing token of a hold granted without one, computed on demand.
 pub(crate) static FENCE: LazyLock<Script> = lock_script!("clock.lua", "grant.lua", "fence.lua");
+
+/// Release a lock nobody waits for; else leave it to [`RELEASE`]. No helpers.
+pub(crate) static RELEASE_ALONE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lock/release_alone.lua")));
 
 /// Pass a held lock to another owner of this process.
 pub(crate) static PASS: LazyLock<Script> = lock_script!("clock.lua", "grant.lua", "pass.lua");

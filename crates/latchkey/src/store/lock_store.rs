@@ -114,6 +114,39 @@ pub trait LockStore: Clone + Send + Sync + 'static {
         leaving: Option<Ttl>,
     ) -> impl Future<Output = Result<bool>> + Send;
 
+    /// The common release, made cheap: frees `key` if it holds `owner` and nobody
+    /// waits in its queue. `Ok(Some(was_ours))` when it did (or the lock was not
+    /// `owner`'s); `Ok(None)` when others are queued and nothing was done: call
+    /// [`release`](Self::release), which hands the lock over. The default always
+    /// answers `None`.
+    ///
+    /// # Errors
+    ///
+    /// As [`release`](Self::release).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may or may not have released: call it (or `release`)
+    /// again.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{LockStore, RedisStore};
+    /// # async fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
+    /// let was_ours = match store.release_alone(&key, &me).await? {
+    ///     Some(was_ours) => was_ours,
+    ///     None => store.release(&key, &me, None).await?,
+    /// };
+    /// # Ok(()) }
+    /// ```
+    fn release_alone(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+    ) -> impl Future<Output = Result<Option<bool>>> + Send {
+        let _ = (key, owner);
+        async { Ok(None) }
+    }
+
     /// Resets `key`'s lease to `ttl` if it holds `owner`; true when it did.
     ///
     /// # Errors

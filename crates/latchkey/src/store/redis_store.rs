@@ -732,6 +732,13 @@ impl LockStore for RedisStore {
         self.run_release(&call, key).await
     }
 
+    async fn release_alone(&self, key: &LockKey, owner: &OwnerToken) -> Result<Option<bool>> {
+        let mut call = lock_script(&scripts::RELEASE_ALONE, &[key.as_str(), key.queue()]);
+        call.arg(owner.as_str());
+        let released: i64 = self.run_release(&call, key).await?;
+        Ok((released >= 0).then_some(released == 1))
+    }
+
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
         let mut call = scripts::EXTEND.prepare_invoke();
         call.key(key.as_str())
