@@ -21,7 +21,6 @@
 //! [`Client`](crate::Client), which makes one.
 
 mod attempt;
-mod bare_take;
 mod cluster;
 mod connection;
 mod dedicated;
@@ -32,6 +31,7 @@ mod sentinel;
 mod status;
 mod subscriber;
 mod target;
+mod uncontended;
 mod watch;
 
 use std::time::Duration;

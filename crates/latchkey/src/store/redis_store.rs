@@ -6,10 +6,10 @@ use std::time::Duration;
 use redis::aio::ConnectionManagerConfig;
 use redis::{ErrorKind, FromRedisValue, RedisResult, Script, ScriptInvocation, ServerErrorKind};
 
-use super::bare_take::BareTake;
 use super::dedicated::{Dedicated, DedicatedConn};
 use super::subscriber::{Source, Subscriber};
 use super::target::Target;
+use super::uncontended::BareTake;
 use super::{
     AcquireRequest, Attempt, CONNECT_TIMEOUT, Connection, Inspect, LockStatus, LockStore, Pass,
     RESPONSE_TIMEOUT, RateStore, WakeUps, Watch,
@@ -51,7 +51,7 @@ pub struct RedisStore {
     replication: Option<Replication>,
     /// Connections of their own, for optimistic transactions.
     dedicated: Dedicated,
-    /// Whether the server takes `SET … NX … GET` (Redis ≥ 7.0); see `bare_take.rs`.
+    /// Whether the server takes `SET … NX … GET` (Redis ≥ 7.0); see `uncontended.rs`.
     pub(super) bare_take: BareTake,
 }
 
@@ -686,14 +686,15 @@ impl LockStore for RedisStore {
         owner: &OwnerToken,
         request: AcquireRequest,
     ) -> Result<Attempt> {
-        // A plain first try needs no queue: the most common call. Without a fence
-        // it is a bare `SET NX PX` (see `bare_take.rs`); with one, the smallest script.
-        let through_queue = request.fair || request.queue_lease.is_some();
-        if !through_queue && !request.fenced {
-            if let Some(attempt) = self.bare_take(key, owner, request).await? {
+        // A first try without a fence, the most common call, costs what `SET NX PX`
+        // does (see `uncontended.rs`).
+        if request.queue_lease.is_none() && !request.fenced {
+            if let Some(attempt) = self.uncontended_take(key, owner, request).await? {
                 return Ok(attempt);
             }
         }
+        // A plain fenced first try needs no queue: the smallest script.
+        let through_queue = request.fair || request.queue_lease.is_some();
         let mut call = match through_queue {
             false => lock_script(&scripts::TAKE, &[key.as_str(), key.fence()]),
             true => lock_script(
@@ -915,7 +916,7 @@ impl RateStore for RedisStore {
 
 /// One of the lock scripts (`scripts/lock/`) with the keys it declares, ready for
 /// its arguments.
-fn lock_script<'a>(script: &'a Script, keys: &[&str]) -> ScriptInvocation<'a> {
+pub(super) fn lock_script<'a>(script: &'a Script, keys: &[&str]) -> ScriptInvocation<'a> {
     let mut call = script.prepare_invoke();
     for key in keys {
         call.key(*key);
