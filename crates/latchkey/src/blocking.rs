@@ -11,7 +11,7 @@
 //!
 //! let client = latchkey::blocking::Client::open("redis://127.0.0.1:6379")?;
 //! let guard = client.mutex("nightly")?.lock_timeout(Duration::from_secs(5))?;
-//! println!("fence {}", guard.fence());
+//! println!("fence {}", guard.fence()?);
 //! guard.release()?;
 //! # Ok::<(), latchkey::Error>(())
 //! ```
@@ -670,7 +670,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
     ///
     /// ```no_run
     /// # fn demo(mutex: latchkey::blocking::Mutex) -> latchkey::Result<()> {
-    /// let fence = mutex.with_lock(|guard| guard.fence())?;
+    /// let fence = mutex.with_lock(|guard| guard.fence())??;
     /// # Ok(()) }
     /// ```
     pub fn with_lock<T>(&self, work: impl FnOnce(&MutexGuard<S>) -> T) -> Result<T> {
@@ -1055,7 +1055,7 @@ impl<S: Pass + WakeUps> Drop for MutexGuard<S> {
 /// ```no_run
 /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
 /// let permit: latchkey::blocking::SemaphorePermit = client.semaphore("checkout", 3)?.acquire(1)?;
-/// println!("checking out, fence {}", permit.fence());
+/// println!("checking out, fence {}", permit.fence()?);
 /// permit.release()?;
 /// # Ok(()) }
 /// ```
@@ -1181,7 +1181,7 @@ impl Semaphore {
     /// ```no_run
     /// # fn demo(pool: latchkey::blocking::Semaphore) -> latchkey::Result<()> {
     /// match pool.try_acquire(1) {
-    ///     Ok(permit) => println!("in, fence {}", permit.fence()),
+    ///     Ok(permit) => println!("in, fence {}", permit.fence()?),
     ///     Err(latchkey::Error::Busy { .. }) => println!("full"),
     ///     Err(other) => return Err(other),
     /// }
@@ -1231,7 +1231,7 @@ impl Semaphore {
 /// let config = client.rw_lock("config")?;
 /// {
 ///     let read = config.read()?; // shared with other readers
-///     println!("reading under fence {}", read.fence());
+///     println!("reading under fence {}", read.fence()?);
 /// }
 /// let write = config.write()?; // alone
 /// write.release()?;

@@ -170,9 +170,10 @@ async fn list_and_status_walk_every_primary() {
     let mut expected = names.clone();
     expected.sort();
     assert_eq!(listed, expected);
+    let fence = guards[0].fence().await.unwrap();
     let status = client.mutex(&names[0]).unwrap().status().await.unwrap();
     assert!(status.is_held_by_latchkey());
-    assert_eq!(status.fence, Some(guards[0].fence().await.unwrap()));
+    assert_eq!(status.fence, Some(fence));
 }
 
 /// Locks under load while `fault` fails over the primary of the lock; every hold

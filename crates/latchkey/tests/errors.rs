@@ -199,10 +199,21 @@ async fn a_corrupted_fencing_counter_fails_the_acquire_and_leaves_the_lock_free(
     let mut admin = server.connection().unwrap();
     let _: () = admin.set("{broken}:lk:fence", "not a number").unwrap();
     let client = Client::open(&server.url()).await.unwrap();
-    let result = client.mutex("broken").unwrap().try_lock().await;
+    let mutex = client.mutex("broken").unwrap();
+    let eager = mutex.clone().with_fencing(latchkey::Fencing::OnGrant);
+    let result = eager.try_lock().await;
     assert!(matches!(result, Err(Error::Redis { .. })), "{result:?}");
     let exists: bool = admin.exists("broken").unwrap();
     assert!(!exists, "a failed acquire left the lock key set");
+    // On demand, the lock is taken without the counter; asking for the token fails
+    // with the same error, and the lock stays ours to release.
+    let guard = mutex.try_lock().await.unwrap();
+    let fence = guard.fence().await;
+    assert!(
+        matches!(&fence, Err(e @ Error::Redis { .. }) if e.to_string().contains("delete it")),
+        "{fence:?}"
+    );
+    assert!(guard.release().await.unwrap());
 }
 
 #[tokio::test]
@@ -268,12 +279,19 @@ async fn a_user_who_may_not_run_time_gets_acl_denied_and_no_lock_is_left() {
         .start()
         .unwrap();
     let client = Client::open(&server.url_as("notime", "pw")).await.unwrap();
-    let result = client.mutex("job").unwrap().try_lock().await;
+    let mutex = client.mutex("job").unwrap();
+    let eager = mutex.clone().with_fencing(latchkey::Fencing::OnGrant);
+    let result = eager.try_lock().await;
     assert!(matches!(result, Err(Error::AclDenied { .. })), "{result:?}");
     // The script failed before its first write: nobody holds the lock.
     let mut admin = server.connection().unwrap();
     let held: bool = admin.exists("job").unwrap();
     assert!(!held, "a failed acquire left the lock set for nobody");
+    // An uncontended take needs no clock; the token does, and says so.
+    let guard = mutex.try_lock().await.unwrap();
+    let fence = guard.fence().await;
+    assert!(matches!(fence, Err(Error::AclDenied { .. })), "{fence:?}");
+    assert!(guard.release().await.unwrap());
 }
 
 #[tokio::test]

@@ -348,9 +348,9 @@ async fn prefixes_and_shared_connections_work() {
     let guard = client.mutex("job").unwrap().try_lock().await.unwrap();
     assert_eq!(guard.key().as_str(), "app:job");
     assert!(raw.exists::<_, bool>("app:job").await.unwrap());
-    let fence_key = "{app:job}:lk:fence";
-    let fence: u64 = raw.get(fence_key).await.unwrap();
-    assert_eq!(fence, guard.fence().await.unwrap());
+    let fence = guard.fence().await.unwrap();
+    let counter: u64 = raw.get("{app:job}:lk:fence").await.unwrap();
+    assert_eq!(counter, fence);
     guard.release().await.unwrap();
 
     let store = latchkey::store::RedisStore::open(&server.url())

@@ -55,7 +55,7 @@ const FORCE_ATTEMPTS: usize = 5;
 /// let mutex = client.mutex("reports:nightly")?.with_fairness(latchkey::Fairness::Fair);
 ///
 /// let guard = mutex.lock_timeout(Duration::from_secs(5)).await?;
-/// println!("fencing token {}", guard.fence());
+/// println!("fencing token {}", guard.fence().await?);
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```
@@ -341,7 +341,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// ```no_run
     /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
     /// let total = mutex.with_lock(async |guard| {
-    ///     println!("fence {}", guard.fence());
+    ///     println!("fence {:?}", guard.fence().await);
     ///     42
     /// }).await?;
     /// # Ok(()) }

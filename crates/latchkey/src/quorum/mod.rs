@@ -15,7 +15,7 @@
 //! ])
 //! .await?;
 //! let guard = client.mutex("nightly-report")?.lock().await?;
-//! println!("fence {}", guard.fence());
+//! println!("fence {}", guard.fence().await?);
 //! # Ok(()) }
 //! ```
 //!

@@ -71,7 +71,7 @@ const FAIR_REFUSED: &str = "a fair (FIFO) lock needs one queue, and a quorum of 
 /// let store = QuorumStore::open(&["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"]).await?;
 /// let client = latchkey::Client::with_store(store);
 /// let guard = client.mutex("orders:42")?.lock().await?;
-/// println!("fence {}", guard.fence());
+/// println!("fence {}", guard.fence().await?);
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```

@@ -28,7 +28,7 @@ use crate::store::RedisStore;
 /// let config = client.rw_lock("config")?;
 /// {
 ///     let read = config.read().await?; // shared with other readers
-///     println!("reading under fence {}", read.fence());
+///     println!("reading under fence {}", read.fence().await?);
 /// }
 /// let write = config.write().await?; // alone
 /// write.release().await?;

@@ -29,7 +29,7 @@ pub(crate) const MAX_PERMITS: u64 = 1 << 50;
 /// ```no_run
 /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
 /// let permit: latchkey::SemaphorePermit = client.semaphore("checkout", 3)?.acquire(1).await?;
-/// println!("checking out, fence {}", permit.fence());
+/// println!("checking out, fence {}", permit.fence().await?);
 /// permit.release().await?;
 /// # Ok(()) }
 /// ```
@@ -199,7 +199,7 @@ impl Semaphore {
     /// ```no_run
     /// # async fn demo(pool: latchkey::Semaphore) -> latchkey::Result<()> {
     /// match pool.try_acquire(1).await {
-    ///     Ok(permit) => println!("in, fence {}", permit.fence()),
+    ///     Ok(permit) => println!("in, fence {}", permit.fence().await?),
     ///     Err(latchkey::Error::Busy { .. }) => println!("full"),
     ///     Err(other) => return Err(other),
     /// }

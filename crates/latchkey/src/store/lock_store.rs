@@ -42,7 +42,7 @@ use crate::token::OwnerToken;
 /// let key = LockKey::new(&Prefix::default(), "raw-demo")?;
 /// let me = OwnerToken::generate()?;
 /// if let Attempt::Acquired { fence, .. } = store.try_acquire(&key, &me, AcquireRequest::new(Ttl::DEFAULT)).await? {
-///     println!("fence {fence}");
+///     println!("fence {fence:?}"); // None: ask `store.fence` when needed
 ///     store.release(&key, &me, None).await?;
 /// }
 /// # Ok(()) }
@@ -70,7 +70,7 @@ pub trait LockStore: Clone + Send + Sync + 'static {
     /// # use latchkey::store::{AcquireRequest, Attempt, LockStore, RedisStore};
     /// # async fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken) -> latchkey::Result<()> {
     /// match store.try_acquire(&key, &me, AcquireRequest::new(latchkey::Ttl::DEFAULT)).await? {
-    ///     Attempt::Acquired { fence, .. } => println!("ours, fence {fence}"),
+    ///     Attempt::Acquired { fence, .. } => println!("ours, fence {fence:?}"),
     ///     Attempt::Busy { pttl, .. } => println!("busy for {pttl:?}"),
     ///     _ => {}
     /// }
