@@ -91,6 +91,14 @@ pub struct HoldEnd {
     pub lost: bool,
     /// The fenced write: accepted, rejected, or failed (`None`).
     pub write_accepted: Option<bool>,
+    /// When the holder asked for a fencing token the grant had not brought, and
+    /// when the server's answer (a token) came back: the server computed it in
+    /// between, and must have done so only while the lock was this holder's.
+    #[serde(default)]
+    pub fence_computed: Option<(u64, u64)>,
+    /// When the fenced write was sent, if it was.
+    #[serde(default)]
+    pub write_sent_us: Option<u64>,
 }
 
 /// How a worker asks for a lock, and where it cancels.

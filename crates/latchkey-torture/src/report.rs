@@ -85,8 +85,13 @@ fn print_text(report: &Report) {
         );
     }
     println!(
-        "fences: {} checked, {} repeated, {} out of order",
-        v.fences.checked, v.fences.repeated, v.fences.out_of_order
+        "fences: {} checked, {} repeated, {} out of order; {} computed on demand, {} while another held the lock; {} stale writes accepted",
+        v.fences.checked,
+        v.fences.repeated,
+        v.fences.out_of_order,
+        v.fences.on_demand,
+        v.fences.while_another_held,
+        v.fences.stale_writes_accepted
     );
     println!(
         "bounded waits: {} timed waits, {} excused (own worker paused), longest {:.1} ms past the deadline (bound {} ms), {} over",

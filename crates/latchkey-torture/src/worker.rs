@@ -445,8 +445,9 @@ impl Section {
         mutex: &impl Acquire<G>,
         rng: &mut StdRng,
     ) {
+        let mut fence_computed = None;
         let early = match rng.random_bool(EARLY_FENCE_SHARE) {
-            true => guard.fence().await.ok(),
+            true => ask_fence(&guard, &mut fence_computed).await,
             false => guard.known_fence(),
         };
         shared.write(&Record::Acquired {
@@ -464,9 +465,10 @@ impl Section {
         // Asked now, the token is computed (unless it came with the grant) after a
         // hold that may have outlived the lease: the script must then refuse it.
         let fence = match self.fenced {
-            true => guard.fence().await.ok(),
+            true => ask_fence(&guard, &mut fence_computed).await,
             false => guard.known_fence(),
         };
+        let write_sent_us = (self.fenced && fence.is_some()).then(now_us);
         let write_accepted = match (self.fenced, fence) {
             (true, Some(fence)) => fenced_write(&mut shared.resource, &self.lock, fence).await,
             _ => None,
@@ -496,9 +498,26 @@ impl Section {
                 release_aborted: aborted,
                 lost,
                 write_accepted,
+                fence_computed,
+                write_sent_us,
             },
         });
     }
+}
+
+/// The guard's fencing token; when the server computed it for this call (the grant
+/// had not brought it), `computed` says when the call was sent and answered.
+async fn ask_fence<G: Pass + WakeUps>(
+    guard: &MutexGuard<G>,
+    computed: &mut Option<(u64, u64)>,
+) -> Option<u64> {
+    if let Some(known) = guard.known_fence() {
+        return Some(known);
+    }
+    let asked_us = now_us();
+    let fence = guard.fence().await.ok()?;
+    *computed = Some((asked_us, now_us()));
+    Some(fence)
 }
 
 async fn fenced_write(

@@ -2,8 +2,11 @@
 //! no fence is handed out twice for one lock, and an acquisition whose attempt began
 //! after another holder's release had returned gets a larger fence than that holder
 //! (whether either token came with the grant or was computed on demand later in the
-//! hold). Holds that never had a token are not checked. Plus the resource's view: the
-//! tokens it accepted strictly increase.
+//! hold). Holds that never had a token are not checked. A token computed on demand
+//! is computed only while the lock is the asker's: never while another holder's
+//! valid lease surely covered the whole call. Plus the resource's view: the tokens
+//! it accepted strictly increase, and it never accepted a holder's write sent after
+//! the write of a holder that took the lock once the first one's lease had ended.
 //!
 //! Why "attempt began" and not "`lock()` returned": a grant can happen long before
 //! its reply arrives (a stalled connection delivers it later), so only an attempt
@@ -13,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::{Property, Verdict};
+use super::{Property, Verdict, in_amnesia, restore_windows};
 use crate::history::{History, Hold};
 
 #[derive(Debug, Default, Serialize)]
@@ -24,6 +27,14 @@ pub struct Stats {
     pub repeated: usize,
     /// Acquisitions with a fence no larger than one released before they began.
     pub out_of_order: usize,
+    /// Tokens computed on demand, checked against the other holders' holds.
+    pub on_demand: usize,
+    /// Of those, tokens computed while another holder held the lock (outside
+    /// restores of older state: a violation).
+    pub while_another_held: usize,
+    /// Writes accepted from a holder after a later holder's write (outside restores
+    /// of older state: a violation).
+    pub stale_writes_accepted: usize,
 }
 
 pub fn check(history: &History, verdict: &mut Verdict) {
@@ -38,6 +49,8 @@ pub fn check(history: &History, verdict: &mut Verdict) {
         check_unique(lock, &holds, verdict);
         check_order(lock, &holds, verdict);
     }
+    check_computed_while_held(history, verdict);
+    check_stale_writes(history, verdict);
     for (lock, tokens) in &history.facts.accepted {
         if let Some(pair) = tokens.windows(2).find(|w| w[0] >= w[1]) {
             verdict.violate(
@@ -100,10 +113,107 @@ fn check_order(lock: &str, holds: &[(u64, &Hold)], verdict: &mut Verdict) {
     }
 }
 
+/// A token computed on demand while another holder surely held the lock was handed
+/// to a holder that no longer held it: the fence script must refuse that. "Surely
+/// held" for the whole call (from before it was sent to after its answer): from
+/// when the other's `lock()` returned to when its release was sent, and that
+/// release found the lock still its own (nothing but its own requests sets its
+/// token, so it was there all along; a valid lease is not enough: an operator or a
+/// clock jump can end it unseen). Locks of one holder only (semaphores fence every
+/// grant). A fault that restored older state in the meantime (the asker's token may
+/// be back) excuses it.
+fn check_computed_while_held(history: &History, verdict: &mut Verdict) {
+    let restored = restore_windows(history);
+    let mut by_lock: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
+    for hold in &history.holds {
+        if history.facts.capacity(&hold.lock) == 1 {
+            by_lock.entry(&hold.lock).or_default().push(hold);
+        }
+    }
+    for (lock, holds) in by_lock {
+        for asker in &holds {
+            let Some((asked, answered)) = asker.end.as_ref().and_then(|end| end.fence_computed)
+            else {
+                continue;
+            };
+            verdict.fences.on_demand += 1;
+            let held_by = holds.iter().find(|other| {
+                let Some(end) = other.end.as_ref().filter(|end| end.released == Some(true)) else {
+                    return false;
+                };
+                other.holder != asker.holder
+                    && other.acquired_us < asked
+                    && answered < end.release_us
+                    && in_amnesia(&restored, other.acquired_us, answered, other.ttl_us).is_none()
+            });
+            let Some(other) = held_by else {
+                continue;
+            };
+            verdict.fences.while_another_held += 1;
+            verdict.violate(
+                Property::Fences,
+                format!(
+                    "{lock}: {:?} got fence {:?} computed while {:?} held the lock",
+                    asker.holder, asker.fence, other.holder
+                ),
+            );
+        }
+    }
+}
+
+/// A holder `a` whose write the resource accepted although a later holder `b` (whose
+/// attempt began after `a`'s valid lease had ended, so `b`'s hold came after
+/// `a`'s) had its own write accepted before `a`'s was sent: the stale write that
+/// fencing exists to refuse. A fault that restored older state in between excuses
+/// it.
+fn check_stale_writes(history: &History, verdict: &mut Verdict) {
+    let restored = restore_windows(history);
+    let mut by_lock: BTreeMap<&str, Vec<(&Hold, u64)>> = BTreeMap::new();
+    for hold in &history.holds {
+        let Some(end) = hold
+            .end
+            .as_ref()
+            .filter(|end| end.write_accepted == Some(true))
+        else {
+            continue;
+        };
+        if let Some(sent) = end.write_sent_us {
+            by_lock.entry(&hold.lock).or_default().push((hold, sent));
+        }
+    }
+    for (lock, writes) in by_lock {
+        for &(a, a_sent) in &writes {
+            let Some((_, a_valid_end)) = a.valid() else {
+                continue;
+            };
+            if in_amnesia(&restored, a.acquired_us, a_sent, a.ttl_us).is_some() {
+                continue;
+            }
+            let later = writes.iter().find(|&&(b, _)| {
+                b.attempt_start_us > a_valid_end
+                    && b.end.as_ref().is_some_and(|end| end.section.1 < a_sent)
+            });
+            let Some((b, _)) = later else {
+                continue;
+            };
+            verdict.fences.stale_writes_accepted += 1;
+            verdict.violate(
+                Property::Fencing,
+                format!(
+                    "{lock}: {:?}'s write (fence {:?}) was accepted after {:?} (fence {:?}), which took the lock after {:?}'s lease ended",
+                    a.holder, a.fence, b.holder, b.fence, a.holder
+                ),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
     use super::super::{Property, check};
+    use crate::faults::Fault;
+    use crate::record::Record;
 
     #[test]
     fn a_fence_handed_out_twice_is_a_violation() {
@@ -134,6 +244,75 @@ mod tests {
             (None, held(1, 1, 8, (9, 20))),
         ]);
         assert_eq!(v.fences.out_of_order, 0);
+    }
+
+    /// `records` (from `held`) with the holder's token computed on demand, asked
+    /// at `asked` and answered at `answered`.
+    fn computed_at(mut records: Vec<Record>, asked: u64, answered: u64) -> Vec<Record> {
+        for record in &mut records {
+            if let Record::Ended { end, .. } = record {
+                end.fence_computed = Some((asked, answered));
+            }
+        }
+        records
+    }
+
+    #[test]
+    fn a_token_computed_while_another_held_the_lock_is_a_violation() {
+        // Holder 0's lease ended at 10 (it stalled); holder 1 held from 11 to 20,
+        // and holder 0 then asked for a token and got one, at 12-13.
+        let v = check_logs(&[
+            (None, held(0, 1, 9, (0, 10))),
+            (None, computed_at(held(1, 1, 5, (11, 20)), 14, 15)),
+            (None, computed_at(held(0, 2, 30, (0, 10)), 12, 13)),
+        ]);
+        assert_eq!(v.fences.on_demand, 2);
+        assert_eq!(v.fences.while_another_held, 1);
+        assert!(v.violations[&Property::Fences] >= 1);
+    }
+
+    #[test]
+    fn a_token_computed_as_another_took_over_or_after_a_fault_is_fine() {
+        // Asked before holder 1's `lock()` returned: the script may have run first.
+        let racing = check_logs(&[
+            (None, held(1, 1, 5, (11, 20))),
+            (None, computed_at(held(0, 1, 4, (0, 10)), 10, 12)),
+        ]);
+        assert_eq!(racing.fences.while_another_held, 0);
+        // Redis forgot holder 1's grant (a restart from an older snapshot).
+        let mut facts = facts();
+        facts
+            .faults
+            .push(window(Fault::RestartFromSnapshot, 12, 13, None));
+        let forgot = check(&history(
+            facts,
+            &[
+                (None, held(1, 1, 5, (11, 20))),
+                (None, computed_at(held(0, 1, 30, (0, 10)), 14, 15)),
+            ],
+        ));
+        assert_eq!(forgot.fences.while_another_held, 0);
+    }
+
+    #[test]
+    fn a_stale_write_accepted_after_a_later_holders_is_a_violation() {
+        // Holder 0's lease ended at 10; holder 1 took the lock at 11 and wrote by 20;
+        // holder 0 wrote at 25 (its section ran on) and the resource took it.
+        let mut stale = held(0, 1, 30, (0, 10));
+        for record in &mut stale {
+            if let Record::Ended { end, .. } = record {
+                end.write_sent_us = Some(25);
+            }
+        }
+        let v = check_logs(&[(None, held(1, 1, 20, (11, 20))), (None, stale)]);
+        assert_eq!(v.fences.stale_writes_accepted, 1);
+        assert_eq!(v.violations[&Property::Fencing], 1);
+        // In order, the writes are fine.
+        let v = check_logs(&[
+            (None, held(0, 1, 10, (0, 10))),
+            (None, held(1, 1, 20, (11, 20))),
+        ]);
+        assert_eq!(v.fences.stale_writes_accepted, 0);
     }
 
     #[test]

@@ -81,6 +81,8 @@ pub fn held(worker: usize, seq: u64, fence: u64, valid: (u64, u64)) -> Vec<Recor
                 release_aborted: false,
                 lost: false,
                 write_accepted: Some(true),
+                fence_computed: None,
+                write_sent_us: Some(valid.1),
             },
         },
     ]

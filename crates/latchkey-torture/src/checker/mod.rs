@@ -150,6 +150,15 @@ fn amnesia_windows(history: &History) -> Vec<Amnesia> {
     windows
 }
 
+/// The faults after which the server may hold an older state again (a snapshot, an
+/// AOF, a promoted replica): a holder whose lock was gone may find it back. Fences
+/// computed on demand are held to the order of holds outside these only: a lock
+/// broken by an operator or a clock jump is gone for good, and its holder must be
+/// refused a token.
+fn restore_windows(history: &History) -> Vec<Amnesia> {
+    windows_where(history, Fault::restores_older_state)
+}
+
 /// The faults during which the server may have lost data (not only grants): for
 /// the workloads that keep data in it, rate limits and transactions.
 fn data_loss_windows(history: &History) -> Vec<Amnesia> {
