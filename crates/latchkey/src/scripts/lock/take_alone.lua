@@ -3,7 +3,8 @@
 -- lock with a queue (whose head may be owed it) or one already ours (an earlier
 -- try whose reply was lost: its lease must be reset) is left to acquire.lua.
 --
--- KEYS[1]  the lock key.   KEYS[2]  its wait queue.   KEYS[3]  the waiters' leases.
+-- KEYS[1]  the lock key.   KEYS[2]  its wait queue. (Not the waiters' leases: they
+--          matter only to a queue, and every key passed costs every call.)
 -- ARGV     token, ttl_ms.
 --
 -- Returns 1 when the lock is now ours, {pttl, holder} when someone else holds it,
@@ -21,7 +22,7 @@ if holder then
 end
 -- EXISTS, not a queue command: it cannot fail on a key of another type (which
 -- acquire.lua then reports before writing anything).
-if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
+if redis.call('EXISTS', KEYS[2]) == 1 then
   return -1
 end
 redis.call('SET', lock, token, 'PX', ARGV[2])
