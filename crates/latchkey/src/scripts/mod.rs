@@ -127,6 +127,27 @@ macro_rules! semaphore_script {
 pub(crate) static SEMAPHORE_ACQUIRE: LazyLock<Script> =
     semaphore_script!("clock.lua", "grant.lua", "queue.lua"; "acquire.lua");
 
+/// Take permits nobody waits for, without a fence; else leave it to
+/// [`SEMAPHORE_ACQUIRE`]. No helpers.
+pub(crate) static SEMAPHORE_ACQUIRE_ALONE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("semaphore/acquire_alone.lua")));
+
+/// Give permits back when nobody waits; else leave it to [`SEMAPHORE_RELEASE`].
+/// No helpers.
+pub(crate) static SEMAPHORE_RELEASE_ALONE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("semaphore/release_alone.lua")));
+
+/// The fencing token of a permit granted without one, computed on demand.
+pub(crate) static SEMAPHORE_FENCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lock/clock.lua"),
+        "\n",
+        include_str!("lock/grant.lua"),
+        "\n",
+        include_str!("semaphore/fence.lua")
+    ))
+});
+
 /// Give permits back, serving the line; or leave the line.
 pub(crate) static SEMAPHORE_RELEASE: LazyLock<Script> =
     semaphore_script!("clock.lua", "grant.lua", "queue.lua"; "release.lua");

@@ -107,6 +107,37 @@ impl PermitStore {
     }
 }
 
+impl PermitStore {
+    /// A first try without a fence on a semaphore nobody waits for, when the
+    /// permits fit: `scripts/semaphore/acquire_alone.lua`. `None` when the acquire
+    /// script must answer.
+    async fn acquire_alone(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        request: AcquireRequest,
+    ) -> Result<Option<Attempt>> {
+        let mut call = scripts::SEMAPHORE_ACQUIRE_ALONE.prepare_invoke();
+        call.key(key.as_str())
+            .key(key.companion(USED))
+            .key(key.companion(PERMITS))
+            .key(key.queue())
+            .arg(self.member(owner))
+            .arg(request.ttl.as_millis())
+            .arg(self.weight)
+            .arg(self.permits);
+        let (taken, replicas): (i64, _) = self.inner.run_confirmed(&call, key).await?;
+        if taken != 1 {
+            return Ok(None);
+        }
+        let won = Attempt::unfenced(0);
+        let granted = self
+            .inner
+            .confirmed_grant(self, key, (owner, request), won, replicas);
+        Ok(Some(granted.await?))
+    }
+}
+
 /// What [`PermitStore::look`] read.
 pub(crate) struct Look {
     pub(crate) used: u64,
@@ -148,6 +179,11 @@ impl LockStore for PermitStore {
         owner: &OwnerToken,
         request: AcquireRequest,
     ) -> Result<Attempt> {
+        if request.queue_lease.is_none() && !request.fenced {
+            if let Some(attempt) = self.acquire_alone(key, owner, request).await? {
+                return Ok(attempt);
+            }
+        }
         let mut call = with_keys(&scripts::SEMAPHORE_ACQUIRE, key);
         call.arg(owner.as_str())
             .arg(request.ttl.as_millis())
@@ -180,6 +216,26 @@ impl LockStore for PermitStore {
             .arg(leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string()))
             .arg(self.inner.publish_mode());
         self.inner.run_release(&call, key).await
+    }
+
+    async fn release_alone(&self, key: &LockKey, owner: &OwnerToken) -> Result<Option<bool>> {
+        let mut call = scripts::SEMAPHORE_RELEASE_ALONE.prepare_invoke();
+        call.key(key.as_str())
+            .key(key.companion(USED))
+            .key(key.queue())
+            .arg(self.member(owner))
+            .arg(self.weight);
+        let released: i64 = self.inner.run_release(&call, key).await?;
+        Ok((released >= 0).then_some(released == 1))
+    }
+
+    async fn fence(&self, key: &LockKey, owner: &OwnerToken) -> Result<Option<u64>> {
+        let mut call = scripts::SEMAPHORE_FENCE.prepare_invoke();
+        call.key(key.as_str())
+            .key(key.fence())
+            .arg(self.member(owner));
+        let fence: u64 = self.inner.run(&call, key).await?;
+        Ok((fence > 0).then_some(fence))
     }
 
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
