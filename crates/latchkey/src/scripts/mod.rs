@@ -8,7 +8,8 @@
 //! The lock's state machine is seven scripts in `lock/`, one per operation, so the
 //! server runs only the code an operation needs (every helper a script defines costs
 //! it time on every call, which shows on the uncontended path). Redis has no
-//! `require`: the helpers they share (`clock.lua`, `grant.lua`, `queue.lua`) are
+//! `require`: the helpers they share (`clock.lua`, `grant.lua`, `queue.lua`,
+//! `expiry.lua`) are
 //! put in front of them here, at compile time, with `concat!`: each script is still
 //! one constant text. The uncontended take and release (`take_alone.lua`,
 //! `release_alone.lua`) need none, and take only the lock and its queue keys: the server
@@ -35,8 +36,13 @@ pub(crate) static TAKE_ALONE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lock/take_alone.lua")));
 
 /// A fair first try, or a try from the queue (joining it, or renewing a place in it).
-pub(crate) static ACQUIRE: LazyLock<Script> =
-    lock_script!("clock.lua", "grant.lua", "queue.lua", "acquire.lua");
+pub(crate) static ACQUIRE: LazyLock<Script> = lock_script!(
+    "clock.lua",
+    "grant.lua",
+    "queue.lua",
+    "expiry.lua",
+    "acquire.lua"
+);
 
 /// Release, granting the lock to the oldest live waiter and telling it; or leave
 /// the queue.
@@ -125,12 +131,17 @@ macro_rules! semaphore_script {
 
 /// Take permits, or wait for them in line.
 pub(crate) static SEMAPHORE_ACQUIRE: LazyLock<Script> =
-    semaphore_script!("clock.lua", "grant.lua", "queue.lua"; "acquire.lua");
+    semaphore_script!("clock.lua", "grant.lua", "queue.lua", "expiry.lua"; "acquire.lua");
 
 /// Take permits nobody waits for, without a fence; else leave it to
-/// [`SEMAPHORE_ACQUIRE`]. No helpers.
-pub(crate) static SEMAPHORE_ACQUIRE_ALONE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("semaphore/acquire_alone.lua")));
+/// [`SEMAPHORE_ACQUIRE`]. Only the expiry helper.
+pub(crate) static SEMAPHORE_ACQUIRE_ALONE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lock/expiry.lua"),
+        "\n",
+        include_str!("semaphore/acquire_alone.lua")
+    ))
+});
 
 /// Give permits back when nobody waits; else leave it to [`SEMAPHORE_RELEASE`].
 /// No helpers.
@@ -150,15 +161,15 @@ pub(crate) static SEMAPHORE_FENCE: LazyLock<Script> = LazyLock::new(|| {
 
 /// Give permits back, serving the line; or leave the line.
 pub(crate) static SEMAPHORE_RELEASE: LazyLock<Script> =
-    semaphore_script!("clock.lua", "grant.lua", "queue.lua"; "release.lua");
+    semaphore_script!("clock.lua", "grant.lua", "queue.lua", "expiry.lua"; "release.lua");
 
 /// Reset a permit's lease while it is live.
 pub(crate) static SEMAPHORE_EXTEND: LazyLock<Script> =
-    semaphore_script!("clock.lua", "grant.lua", "queue.lua"; "extend.lua");
+    semaphore_script!("clock.lua", "grant.lua", "queue.lua", "expiry.lua"; "extend.lua");
 
 /// Drop every permit and serve the line (`release --force`).
 pub(crate) static SEMAPHORE_BREAK: LazyLock<Script> =
-    semaphore_script!("clock.lua", "grant.lua", "queue.lua"; "break.lua");
+    semaphore_script!("clock.lua", "grant.lua", "queue.lua", "expiry.lua"; "break.lua");
 /// Read the live permits without writing.
 pub(crate) static SEMAPHORE_LOOK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(

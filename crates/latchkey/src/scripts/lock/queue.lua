@@ -52,10 +52,3 @@ local function next_live_waiter(queue, leases)
     leave_queue(queue, leases, head)
   end
 end
-
--- Makes `key` live at least `ms` more: the queue outlives every waiter lease in it.
-local function keep_at_least(key, ms)
-  if redis.call('PTTL', key) < ms then
-    redis.call('PEXPIRE', key, ms)
-  end
-end
