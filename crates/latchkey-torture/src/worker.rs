@@ -462,17 +462,8 @@ impl Section {
         });
         let section_start = now_us();
         tokio::time::sleep(self.hold).await;
-        // Asked now, the token is computed (unless it came with the grant) after a
-        // hold that may have outlived the lease: the script must then refuse it.
-        let fence = match self.fenced {
-            true => ask_fence(&guard, &mut fence_computed).await,
-            false => guard.known_fence(),
-        };
-        let write_sent_us = (self.fenced && fence.is_some()).then(now_us);
-        let write_accepted = match (self.fenced, fence) {
-            (true, Some(fence)) => fenced_write(&mut shared.resource, &self.lock, fence).await,
-            _ => None,
-        };
+        let (fence, write_sent_us, write_accepted) =
+            self.write(shared, &guard, &mut fence_computed).await;
         let section_end = now_us();
         let valid_until = guard.valid_until();
         let lost_token = guard.lost_token();
@@ -502,6 +493,29 @@ impl Section {
                 write_sent_us,
             },
         });
+    }
+}
+
+impl Section {
+    /// The section's last step: its fencing token and, if it writes, the fenced
+    /// write: (token, when the write was sent, whether the resource accepted it).
+    /// Asked for here, the token is computed (unless the grant brought it) after a
+    /// hold that may have outlived the lease: the script must then refuse it.
+    async fn write<S, G: Pass + WakeUps>(
+        &self,
+        shared: &mut Shared<S>,
+        guard: &MutexGuard<G>,
+        computed: &mut Option<(u64, u64)>,
+    ) -> (Option<u64>, Option<u64>, Option<bool>) {
+        if !self.fenced {
+            return (guard.known_fence(), None, None);
+        }
+        let Some(fence) = ask_fence(guard, computed).await else {
+            return (None, None, None);
+        };
+        let sent_us = now_us();
+        let accepted = fenced_write(&mut shared.resource, &self.lock, fence).await;
+        (Some(fence), Some(sent_us), accepted)
     }
 }
 

@@ -248,13 +248,8 @@ mod tests {
 
     /// `records` (from `held`) with the holder's token computed on demand, asked
     /// at `asked` and answered at `answered`.
-    fn computed_at(mut records: Vec<Record>, asked: u64, answered: u64) -> Vec<Record> {
-        for record in &mut records {
-            if let Record::Ended { end, .. } = record {
-                end.fence_computed = Some((asked, answered));
-            }
-        }
-        records
+    fn computed_at(records: Vec<Record>, asked: u64, answered: u64) -> Vec<Record> {
+        ending(records, |end| end.fence_computed = Some((asked, answered)))
     }
 
     #[test]
@@ -298,12 +293,7 @@ mod tests {
     fn a_stale_write_accepted_after_a_later_holders_is_a_violation() {
         // Holder 0's lease ended at 10; holder 1 took the lock at 11 and wrote by 20;
         // holder 0 wrote at 25 (its section ran on) and the resource took it.
-        let mut stale = held(0, 1, 30, (0, 10));
-        for record in &mut stale {
-            if let Record::Ended { end, .. } = record {
-                end.write_sent_us = Some(25);
-            }
-        }
+        let stale = ending(held(0, 1, 30, (0, 10)), |end| end.write_sent_us = Some(25));
         let v = check_logs(&[(None, held(1, 1, 20, (11, 20))), (None, stale)]);
         assert_eq!(v.fences.stale_writes_accepted, 1);
         assert_eq!(v.violations[&Property::Fencing], 1);

@@ -8,6 +8,16 @@ use crate::record::{HoldEnd, Holder, Mode, Outcome, Record};
 /// The lease of every fixture lock, µs.
 pub const TTL: u64 = 300_000;
 
+/// `records` (from [`held`]) with their end changed by `change`.
+pub fn ending(mut records: Vec<Record>, change: impl Fn(&mut HoldEnd)) -> Vec<Record> {
+    for record in &mut records {
+        if let Record::Ended { end, .. } = record {
+            change(end);
+        }
+    }
+    records
+}
+
 /// A run with one lock, `l`, and no faults.
 pub fn facts() -> RunFacts {
     RunFacts {
