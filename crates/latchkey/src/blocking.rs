@@ -559,6 +559,19 @@ impl<S: Pass + WakeUps> Mutex<S> {
         self
     }
 
+    /// The same lock with another [`Fencing`](crate::Fencing) (see
+    /// [`crate::Mutex::with_fencing`]).
+    ///
+    /// ```no_run
+    /// # fn demo(mutex: latchkey::blocking::Mutex) {
+    /// let mutex = mutex.with_fencing(latchkey::Fencing::OnGrant);
+    /// # }
+    /// ```
+    pub fn with_fencing(mut self, fencing: crate::Fencing) -> Self {
+        self.inner = self.inner.with_fencing(fencing);
+        self
+    }
+
     /// How long a dead waiter keeps its place (see [`crate::Mutex::with_waiter_lease`]).
     ///
     /// ```no_run
@@ -1123,6 +1136,19 @@ impl Semaphore {
         self
     }
 
+    /// The same semaphore with another [`Fencing`](crate::Fencing) (see
+    /// [`crate::Semaphore::with_fencing`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let jobs = client.semaphore("jobs", 4)?.with_fencing(latchkey::Fencing::OnGrant);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_fencing(mut self, fencing: crate::Fencing) -> Self {
+        self.inner = self.inner.with_fencing(fencing);
+        self
+    }
+
     /// The number of permits.
     ///
     /// ```no_run
@@ -1268,6 +1294,19 @@ impl RwLock {
     /// ```
     pub fn with_waiter_lease(mut self, lease: Ttl) -> Self {
         self.inner = self.inner.with_waiter_lease(lease);
+        self
+    }
+
+    /// The same lock with another [`Fencing`](crate::Fencing) (see
+    /// [`crate::RwLock::with_fencing`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let config = client.rw_lock("config")?.with_fencing(latchkey::Fencing::OnGrant);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_fencing(mut self, fencing: crate::Fencing) -> Self {
+        self.inner = self.inner.with_fencing(fencing);
         self
     }
 

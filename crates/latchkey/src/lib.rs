@@ -293,7 +293,7 @@
 //! ```
 //!
 //! **Computed on demand.** Most holders never write to a resource that checks a
-//! token, and computing one on every grant would cost every lock about 2.6× the
+//! token, and computing one on every grant would cost every lock about 3× the
 //! server work of the bare `SET NX PX` it otherwise needs (see docs/benchmarks.md).
 //! So by default ([`Fencing::OnDemand`]) an uncontended take is one `SET key token NX
 //! PX ttl GET`, and `fence().await` computes the token the first time it is called,

@@ -224,3 +224,30 @@ fn the_blocking_guard_computes_its_token_on_demand_too() {
     assert_eq!(guard.known_fence(), Some(fence));
     assert!(guard.release().unwrap());
 }
+
+#[tokio::test]
+async fn permits_compute_their_tokens_on_demand_or_with_the_grant() {
+    let (server, client) = common::start().await;
+    let mut raw = common::connect(&server.url()).await;
+    let pool = client.semaphore("pool", 3).unwrap();
+    let first = pool.acquire(1).await.unwrap();
+    assert_eq!(
+        first.known_fence(),
+        None,
+        "an uncontended permit has no token yet"
+    );
+    let fence = first.fence().await.unwrap();
+    let eager = pool.clone().with_fencing(Fencing::OnGrant);
+    let second = eager.acquire(1).await.unwrap();
+    let granted = second.known_fence().expect("computed with the grant");
+    assert!(granted > fence);
+    // A permit that is no longer live gets no token.
+    let third = pool.acquire(1).await.unwrap();
+    let _: () = raw.del("{pool}:lk:sem").await.unwrap();
+    let refused = third.fence().await;
+    assert!(
+        matches!(refused, Err(Error::LeaseLost { .. })),
+        "{refused:?}"
+    );
+    drop((first, second));
+}

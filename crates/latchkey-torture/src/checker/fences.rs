@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::{Property, Verdict, in_amnesia, restore_windows};
+use super::{Property, Verdict, amnesia_windows, in_amnesia, restore_windows};
 use crate::history::{History, Hold};
 
 #[derive(Debug, Default, Serialize)]
@@ -115,15 +115,17 @@ fn check_order(lock: &str, holds: &[(u64, &Hold)], verdict: &mut Verdict) {
 
 /// A token computed on demand while another holder surely held the lock was handed
 /// to a holder that no longer held it: the fence script must refuse that. "Surely
-/// held" for the whole call (from before it was sent to after its answer): from
-/// when the other's `lock()` returned to when its release was sent, and that
-/// release found the lock still its own (nothing but its own requests sets its
-/// token, so it was there all along; a valid lease is not enough: an operator or a
-/// clock jump can end it unseen). Locks of one holder only (semaphores fence every
-/// grant). A fault that restored older state in the meantime (the asker's token may
-/// be back) excuses it.
+/// held" for the whole call (from before it was sent to after its answer): within
+/// the other's valid lease (from when its `lock()` returned to the earlier of its
+/// release and its lease's end by its clock), whose release found the lock still
+/// its own. Excused: a fault that restored older state (the asker's token may be
+/// back), and one that broke or wiped the other's hold after it began (an operator,
+/// a clock jump, a restart: a late request of the other's own acquisition may then
+/// have set its token again after the asker's turn). Locks of one holder only:
+/// several permits are held at once.
 fn check_computed_while_held(history: &History, verdict: &mut Verdict) {
     let restored = restore_windows(history);
+    let broken = amnesia_windows(history);
     let mut by_lock: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
     for hold in &history.holds {
         if history.facts.capacity(&hold.lock) == 1 {
@@ -138,12 +140,17 @@ fn check_computed_while_held(history: &History, verdict: &mut Verdict) {
             };
             verdict.fences.on_demand += 1;
             let held_by = holds.iter().find(|other| {
-                let Some(end) = other.end.as_ref().filter(|end| end.released == Some(true)) else {
-                    return false;
-                };
+                let released = other.end.as_ref().is_some_and(|e| e.released == Some(true));
+                let covered = other
+                    .valid()
+                    .is_some_and(|(from, to)| from < asked && answered < to);
+                let broken_since = broken
+                    .iter()
+                    .any(|w| (other.acquired_us..=answered).contains(&w.from_us));
                 other.holder != asker.holder
-                    && other.acquired_us < asked
-                    && answered < end.release_us
+                    && released
+                    && covered
+                    && !broken_since
                     && in_amnesia(&restored, other.acquired_us, answered, other.ttl_us).is_none()
             });
             let Some(other) = held_by else {
@@ -287,6 +294,24 @@ mod tests {
             ],
         ));
         assert_eq!(forgot.fences.while_another_held, 0);
+        // An operator broke holder 1's lock during its hold: a late request of its
+        // own acquisition may have set its token again after holder 0's turn.
+        let broken = |at: u64| {
+            let mut with_break = super::super::fixtures::facts();
+            with_break
+                .faults
+                .push(window(Fault::ForceRelease, at, at, None));
+            check(&history(
+                with_break,
+                &[
+                    (None, held(1, 1, 5, (11, 20))),
+                    (None, computed_at(held(0, 1, 30, (0, 10)), 14, 15)),
+                ],
+            ))
+        };
+        assert_eq!(broken(13).fences.while_another_held, 0);
+        // Broken before holder 1 took it (holder 0's own lock, say): no excuse.
+        assert_eq!(broken(5).fences.while_another_held, 1);
     }
 
     #[test]

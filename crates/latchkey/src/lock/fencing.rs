@@ -28,7 +28,7 @@ pub enum Fencing {
     #[default]
     OnDemand,
     /// Every grant computes the token, so asking for it never costs a round trip;
-    /// the uncontended take then runs a script (about 2.6× the server work of
+    /// the uncontended take then runs a script (about 3× the server work of
     /// `SET NX PX`). For holders that always write with a token.
     OnGrant,
 }

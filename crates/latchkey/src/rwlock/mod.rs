@@ -75,6 +75,20 @@ impl RwLock {
         }
     }
 
+    /// The same lock with another [`Fencing`](crate::Fencing) for every guard (see
+    /// [`Semaphore::with_fencing`](crate::Semaphore::with_fencing)).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let config = client.rw_lock("config")?.with_fencing(latchkey::Fencing::OnGrant);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_fencing(self, fencing: crate::Fencing) -> Self {
+        RwLock {
+            all: self.all.with_fencing(fencing),
+        }
+    }
+
     /// Takes a read guard, waiting as long as it takes (behind a writer that holds
     /// or waits).
     ///

@@ -14,7 +14,7 @@ pub use store::PermitStore;
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::{Lease, Ttl};
-use crate::lock::{Fairness, Mutex, MutexGuard};
+use crate::lock::{Fairness, Fencing, Mutex, MutexGuard};
 use crate::store::RedisStore;
 
 /// The most permits a semaphore may have: Lua counts in doubles, exact to 2^53.
@@ -48,8 +48,12 @@ pub type SemaphorePermit = MutexGuard<PermitStore>;
 ///   (pub/sub) when a release or an expired lease makes room for them, in order of
 ///   arrival: a request for many permits is never starved by a stream of small
 ///   ones, which queue behind it.
-/// - **Fencing.** Every grant gets a fencing token from one counter per semaphore,
-///   larger than every earlier one (across restarts too, as for locks).
+/// - **Fencing.** Every permit can have a fencing token from one counter per
+///   semaphore, larger than every one handed out before (across restarts too, as
+///   for locks): computed when the holder first asks
+///   ([`MutexGuard::fence`](crate::MutexGuard::fence)), unless the semaphore asks
+///   for it with every grant ([`with_fencing`](Self::with_fencing)). A permit
+///   handed over from the line comes with its token.
 /// - **Live counts.** [`available`](Self::available) counts the leases live at
 ///   the server's time of reading: a crashed holder's permits count as free the
 ///   moment its lease ends.
@@ -72,6 +76,7 @@ pub struct Semaphore {
     permits: u64,
     lease: Lease,
     waiter_lease: Option<Ttl>,
+    fencing: Fencing,
 }
 
 impl Semaphore {
@@ -102,6 +107,7 @@ impl Semaphore {
             permits,
             lease: Lease::default(),
             waiter_lease: None,
+            fencing: Fencing::OnDemand,
         })
     }
 
@@ -131,6 +137,22 @@ impl Semaphore {
     /// ```
     pub fn with_waiter_lease(mut self, lease: Ttl) -> Self {
         self.waiter_lease = Some(lease);
+        self
+    }
+
+    /// The same semaphore with another [`Fencing`]: [`Fencing::OnGrant`] computes
+    /// every permit's fencing token with its grant, so asking for it never costs a
+    /// round trip; the default computes it when first asked for.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let writers = client.semaphore("ledger-writers", 2)?.with_fencing(latchkey::Fencing::OnGrant);
+    /// let permit = writers.acquire(1).await?;
+    /// assert!(permit.known_fence().is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn with_fencing(mut self, fencing: Fencing) -> Self {
+        self.fencing = fencing;
         self
     }
 
@@ -257,7 +279,8 @@ impl Semaphore {
         let store = PermitStore::new(self.store.clone(), self.permits, weight);
         let mutex = Mutex::new(store, self.key.clone())
             .with_lease(self.lease)
-            .with_fairness(Fairness::Fair);
+            .with_fairness(Fairness::Fair)
+            .with_fencing(self.fencing);
         Ok(match self.waiter_lease {
             Some(lease) => mutex.with_waiter_lease(lease),
             None => mutex,

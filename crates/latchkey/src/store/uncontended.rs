@@ -103,10 +103,7 @@ impl RedisStore {
         owner: &OwnerToken,
         request: AcquireRequest,
     ) -> Result<(Taken, Option<u32>)> {
-        let mut call = lock_script(
-            &scripts::TAKE_ALONE,
-            &[key.as_str(), key.queue(), key.leases()],
-        );
+        let mut call = lock_script(&scripts::TAKE_ALONE, &[key.as_str(), key.queue()]);
         call.arg(owner.as_str()).arg(request.ttl.as_millis());
         let (reply, replicas): (redis::Value, _) = self.run_confirmed(&call, key).await?;
         let taken = match reply {

@@ -1,8 +1,8 @@
 -- Take permits of a semaphore nobody waits for, when they fit and the caller needs
 -- no fencing token: the common acquire, with the fewest calls (each call inside a
 -- script costs the server about 7 000 instructions on Redis 7.0).
--- Anything else is left to acquire.lua: a line, a permit count not yet agreed on
--- (or another one), a weight sum to count again, permits that fit only once ended
+-- Anything else is left to acquire.lua: a line, another permit count than the one
+-- agreed on (an idle semaphore takes ours), a weight sum to count again, permits that fit only once ended
 -- leases are dropped, and permits already ours (an earlier try whose reply was lost:
 -- acquire.lua renews them). Every read comes before the first write, so a key of
 -- another type fails the script with nothing written.
@@ -17,7 +17,12 @@
 local holders, used_key, permits_key = KEYS[1], KEYS[2], KEYS[3]
 local ttl = tonumber(ARGV[2])
 
-if redis.call('EXISTS', KEYS[4]) == 1 or redis.call('GET', permits_key) ~= ARGV[4] then
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return -1
+end
+-- The count agreed on: ours, or none yet (then only an idle semaphore takes ours).
+local agreed = redis.call('GET', permits_key)
+if agreed and agreed ~= ARGV[4] then
   return -1
 end
 -- The weight sum, including ended permits not yet dropped. Missing with holders
@@ -25,6 +30,9 @@ end
 local stored = redis.call('GET', used_key)
 local fresh = not stored
 if fresh and redis.call('EXISTS', holders) == 1 then
+  return -1
+end
+if not agreed and not fresh then
   return -1
 end
 local used = tonumber(stored or '0')
@@ -49,5 +57,9 @@ else
   keep_at_least(holders, ttl)
   keep_at_least(used_key, ttl)
 end
-keep_at_least(permits_key, ttl)
+if agreed then
+  keep_at_least(permits_key, ttl)
+else
+  redis.call('SET', permits_key, ARGV[4], 'PX', ARGV[2])
+end
 return 1
