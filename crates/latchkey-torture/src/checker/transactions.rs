@@ -86,7 +86,10 @@ pub fn check(history: &History, verdict: &mut Verdict) {
             .iter()
             .filter(|tx| tx.lock == *lock && tx.outcome == TxOutcome::Committed);
         for tx in committed.filter(|tx| !seen.contains(tx.id.as_str())) {
-            match amnesia.iter().any(|w| w.back_us > tx.sent_us) {
+            match amnesia
+                .iter()
+                .any(|w| w.back_us + stale_primary_us(w) > tx.sent_us)
+            {
                 true => verdict.transactions.lost_to_amnesia += 1,
                 false => verdict.violate(
                     Property::Transactions,
@@ -94,6 +97,17 @@ pub fn check(history: &History, verdict: &mut Verdict) {
                 ),
             }
         }
+    }
+}
+
+/// How long after a fault a transaction may still commit on a server that was the
+/// primary and loses the write: after a promotion, connections keep going to the
+/// primary named at most 500 ms ago (the library's check-on-use window, as the
+/// README says), plus 100 ms for the commit's round trip; none otherwise.
+fn stale_primary_us(window: &super::Amnesia) -> u64 {
+    match window.fault.promotes_replica() {
+        true => 600_000,
+        false => 0,
     }
 }
 
@@ -166,5 +180,27 @@ mod tests {
         );
         let unfenced = run(&["0.0.0.2"], 1, vec![tx(2, TxOutcome::NotWritten)]);
         assert_eq!(unfenced.violations[&Property::Transactions], 1);
+    }
+
+    #[test]
+    fn a_commit_lost_within_the_stale_primary_window_after_a_failover_is_excused() {
+        // Sent 10 ms (seq 1), 700 ms (seq 70) after a Sentinel failover ended at 0.
+        let lost = |seq: u64| {
+            let mut facts = facts();
+            facts
+                .faults
+                .push(window(crate::faults::Fault::SentinelFailover, 0, 0, None));
+            let mut late = tx(seq, TxOutcome::Committed);
+            if let Record::Tx(t) = &mut late {
+                t.sent_us = seq * 10_000;
+            }
+            facts.tx_logs.insert("l".into(), (0, Vec::new()));
+            check(&history(facts, &[(None, vec![late])]))
+        };
+        let within = lost(1);
+        assert!(within.violations.is_empty(), "{:?}", within.examples);
+        assert_eq!(within.transactions.lost_to_amnesia, 1);
+        let after = lost(70);
+        assert_eq!(after.violations[&Property::Transactions], 1);
     }
 }
