@@ -163,15 +163,7 @@ async fn hold_and_run<S: Pass + WakeUps>(
     mut signals: Signals,
 ) -> Result<u8, Failure> {
     let guard = wait_for(taking, name, &mut signals).await?;
-    let fence = match guard.fence().await {
-        Ok(fence) => fence,
-        Err(error) => {
-            release(guard).await;
-            return Err(error.into());
-        }
-    };
-    tracing::debug!(lock = %name, fence, "taken");
-    let child = match spawn(name, hold, fence) {
+    let child = match start(&guard, name, hold).await {
         Ok(child) => child,
         Err(failure) => {
             release(guard).await;
@@ -218,6 +210,17 @@ async fn interrupted(signal: Signal, name: &str) -> Failure {
         128 + signal as u8,
         format!("{signal} while waiting for {name:?}: {queue}"),
     )
+}
+
+/// The command, started with the guard's fencing token in its environment.
+async fn start<S: Pass + WakeUps>(
+    guard: &MutexGuard<S>,
+    name: &str,
+    hold: &HoldArgs,
+) -> Result<Child, Failure> {
+    let fence = guard.fence().await?;
+    tracing::debug!(lock = %name, fence, "taken");
+    spawn(name, hold, fence)
 }
 
 fn spawn(name: &str, hold: &HoldArgs, fence: u64) -> Result<Child, Failure> {
