@@ -6,7 +6,10 @@ use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::Ttl;
 use crate::scripts;
-use crate::store::{AcquireRequest, Attempt, LockStore, Pass, RedisStore, WakeUps, Watch};
+use crate::store::{
+    AcquireRequest, Attempt, LockStore, Pass, RedisStore, WakeUps, Watch, fence_from,
+    released_alone,
+};
 use crate::token::OwnerToken;
 
 use super::{PermitHolder, SemaphoreStatus};
@@ -226,7 +229,7 @@ impl LockStore for PermitStore {
             .arg(self.member(owner))
             .arg(self.weight);
         let released: i64 = self.inner.run_release(&call, key).await?;
-        Ok((released >= 0).then_some(released == 1))
+        Ok(released_alone(released))
     }
 
     async fn fence(&self, key: &LockKey, owner: &OwnerToken) -> Result<Option<u64>> {
@@ -235,7 +238,7 @@ impl LockStore for PermitStore {
             .key(key.fence())
             .arg(self.member(owner));
         let fence: u64 = self.inner.run(&call, key).await?;
-        Ok((fence > 0).then_some(fence))
+        Ok(fence_from(fence))
     }
 
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {

@@ -51,6 +51,19 @@ pub(crate) use status::LockReply;
 pub use status::LockStatus;
 pub use watch::{Handed, Notifier, Watch};
 
+/// A fencing token from a script that answers 0 when it hands out none (the lock,
+/// or the permit, is no longer the caller's): `fence.lua`, `pass.lua`.
+pub(crate) fn fence_from(reply: u64) -> Option<u64> {
+    (reply > 0).then_some(reply)
+}
+
+/// What a `release_alone.lua` (a lock's or a semaphore's) answered: 1 released, 0
+/// not the caller's, -1 others are queued and nothing was done (`None`: run the
+/// full release).
+pub(crate) fn released_alone(reply: i64) -> Option<bool> {
+    (reply >= 0).then_some(reply == 1)
+}
+
 /// How long to wait for a TCP (and TLS) connection before calling Redis unreachable.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long to wait for any reply before calling Redis unreachable (the connection is

@@ -14,7 +14,7 @@ use super::{
     AcquireRequest, Attempt, CONNECT_TIMEOUT, Connection, Inspect, LockStatus, LockStore, Pass,
     RESPONSE_TIMEOUT, RateStore, WakeUps, Watch,
 };
-use super::{cluster, sentinel};
+use super::{cluster, fence_from, released_alone, sentinel};
 use crate::error::{Error, Result};
 use crate::key::{LockKey, is_companion_key};
 use crate::lease::Ttl;
@@ -737,7 +737,7 @@ impl LockStore for RedisStore {
         let mut call = lock_script(&scripts::RELEASE_ALONE, &[key.as_str(), key.queue()]);
         call.arg(owner.as_str());
         let released: i64 = self.run_release(&call, key).await?;
-        Ok((released >= 0).then_some(released == 1))
+        Ok(released_alone(released))
     }
 
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
@@ -765,7 +765,7 @@ impl LockStore for RedisStore {
         let mut call = lock_script(&scripts::FENCE, &[key.as_str(), key.fence()]);
         call.arg(owner.as_str());
         let fence: u64 = self.run(&call, key).await?;
-        Ok((fence > 0).then_some(fence))
+        Ok(fence_from(fence))
     }
 }
 
@@ -788,7 +788,7 @@ impl Pass for RedisStore {
             .arg(ttl.as_millis())
             .arg(if ahead_of_queue { "1" } else { "0" });
         let fence: u64 = self.run(&call, key).await?;
-        Ok((fence > 0).then_some(fence))
+        Ok(fence_from(fence))
     }
 
     fn hands_over(&self) -> bool {
