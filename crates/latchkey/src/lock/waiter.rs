@@ -175,7 +175,7 @@ async fn wait_for_local_pass<S: Pass + WakeUps>(
             return turn
                 .leave()
                 .map(won)
-                .ok_or_else(|| busy(key, started, &Seen::nothing()));
+                .ok_or_else(|| busy(key, started.elapsed(), &Seen::nothing()));
         }
         // Nobody here will pass it to us any more (a task died): go to Redis.
         if !local.is_represented(key) {
@@ -233,7 +233,12 @@ async fn acquire_in_redis<S: Pass + WakeUps>(
     loop {
         if !std::mem::take(&mut first) && wait.expired() {
             give_up(&mut hold).await;
-            return Err(failure.unwrap_or_else(|| busy(key, started, &seen)));
+            // A try (`once`) does not wait, however long its one attempt took.
+            let waited = match once {
+                true => Duration::ZERO,
+                false => started.elapsed(),
+            };
+            return Err(failure.unwrap_or_else(|| busy(key, waited, &seen)));
         }
         // A drop from here on must undo whatever the request does.
         hold.state = match request.queue_lease {
@@ -449,10 +454,10 @@ impl Seen {
     }
 }
 
-fn busy(key: &LockKey, started: Instant, seen: &Seen) -> Error {
+fn busy(key: &LockKey, waited: Duration, seen: &Seen) -> Error {
     Error::busy(
         key,
-        started.elapsed(),
+        waited,
         seen.holder.as_deref().map(mask_owner),
         // The lease has run on since it was seen.
         seen.pttl.map(|left| left.saturating_sub(seen.at.elapsed())),
