@@ -100,6 +100,16 @@ pub enum Command {
     Extend(ExtendArgs),
     /// Count one call against a rate limit: exit 0 if allowed, 1 if not.
     Throttle(ThrottleArgs),
+    /// Run a command while this process leads an election: it waits its turn, leads
+    /// with a new term, and the command is stopped (as `run` does) if leadership is lost.
+    Elect(ElectArgs),
+    /// Print who leads an election, and its term (exit 1 if nobody does); with
+    /// --watch, every change as it happens.
+    Leader(LeaderArgs),
+    /// A count-down latch: --arrive counts it down, --wait D waits until it opens
+    /// (exit 75 if it does not within D); alone, prints what is left (exit 1 if
+    /// still closed).
+    Latch(LatchArgs),
     /// Counting semaphores: `sem run NAME --permits N -- CMD`.
     Sem {
         #[command(subcommand)]
@@ -165,6 +175,8 @@ The command's environment:
   LATCHKEY_FENCE  this hold's fencing token: send it with every write to the
                   protected resource, and have the resource refuse lower ones
   LATCHKEY_LOCK   the lock's name
+  LATCHKEY_FENCES with --and: every lock's fencing token, space-separated, in the
+                  order the locks are named (NAME first)
 
 Signals: INT, TERM, HUP, QUIT, USR1, USR2 and ALRM are passed on to the command
 while it runs. Received while waiting for the lock, they make latchkey leave the
@@ -178,8 +190,8 @@ Exit status:
   65   the key holds something that is not a lock (WRONGTYPE)
   66   the --tls-ca file cannot be read or holds no certificate
   69   Redis unavailable, not Redis, TLS failed, credentials refused or ACL denied
-  70   the lease was lost mid-run (the command got SIGTERM, then SIGKILL after
-       --kill-after), or an internal error
+  70   the lease was lost mid-run, or --max-hold ran out (the command got SIGTERM,
+       then SIGKILL after --kill-after), or an internal error
   75   the lock stayed busy for the whole wait (--wait, --no-wait)
   126  the command is not executable;  127  the command was not found
   128+N  latchkey received signal N while waiting for the lock";
@@ -193,6 +205,11 @@ pub struct RunArgs {
     /// Wait in line (FIFO) instead of racing other waiters.
     #[arg(long)]
     pub fair: bool,
+
+    /// Hold this lock too (repeat for more): all of them or none; it never waits
+    /// while holding one, so runs naming the same locks in any order never deadlock.
+    #[arg(long = "and", value_name = "NAME", allow_hyphen_values = true)]
+    pub and: Vec<String>,
 
     #[command(flatten)]
     pub hold: HoldArgs,
@@ -227,9 +244,78 @@ pub struct HoldArgs {
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, allow_hyphen_values = true)]
     pub kill_after: Duration,
 
+    /// Hold for at most this long: then the command is stopped as when the lease is
+    /// lost (SIGTERM, SIGKILL after --kill-after, exit 70). A cap on a command that
+    /// hangs while latchkey keeps renewing its lease.
+    #[arg(long, value_parser = humantime::parse_duration, allow_hyphen_values = true)]
+    pub max_hold: Option<Duration>,
+
+    /// If latchkey dies (or is cut off) without releasing, keep the lock from
+    /// everyone for this long after its lease, so a command that outlived latchkey
+    /// on a cut-off host finds no new holder in the middle of its work.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration, allow_hyphen_values = true)]
+    pub lock_delay: Duration,
+
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// What `elect --help` adds after the options.
+const ELECT_HELP: &str = "\
+The command's environment:
+  LATCHKEY_TERM    this leader's term: greater than every earlier leader's; send it
+                   with every write, and have the resource refuse lower ones
+  LATCHKEY_LEADER  the value this process campaigned with
+  LATCHKEY_FENCE   the same number as LATCHKEY_TERM;  LATCHKEY_LOCK  the election's name
+
+Signals, durations and exit statuses as for `latchkey run` (see `run --help`):
+70 when leadership is lost mid-run (the command got SIGTERM, then SIGKILL after
+--kill-after), 75 when another process still leads after --wait or with --no-wait.";
+
+#[derive(Debug, Args)]
+#[command(after_help = ELECT_HELP)]
+pub struct ElectArgs {
+    #[command(flatten)]
+    pub name: LockName,
+
+    /// What observers see as the leader (`latchkey leader NAME`); by default this
+    /// host's name and latchkey's process id, `host:pid`.
+    #[arg(long, value_name = "V")]
+    pub value: Option<String>,
+
+    #[command(flatten)]
+    pub hold: HoldArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct LeaderArgs {
+    #[command(flatten)]
+    pub name: LockName,
+
+    /// Keep watching: print the leader now, then each change (a new leader, or
+    /// "no leader"), until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LatchArgs {
+    #[command(flatten)]
+    pub name: LockName,
+
+    /// The latch's count: it opens after this many arrivals (every process must
+    /// give the same number).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
+    pub count: u64,
+
+    /// Count the latch down by one (arrive), printing what is left.
+    #[arg(long)]
+    pub arrive: bool,
+
+    /// Wait at most this long for the latch to open: exit 0 if it did, 75 if not.
+    #[arg(long, value_parser = humantime::parse_duration, allow_hyphen_values = true)]
+    pub wait: Option<Duration>,
 }
 
 /// `latchkey sem …`.
@@ -526,6 +612,16 @@ pub enum BenchScenario {
     Ratelimit,
     /// A semaphore: uncontended round trips, and fairness under contention.
     Semaphore,
+    /// Leader election: campaign + resign alone; a resignation's takeover by a waiting
+    /// candidate, and an observer told of it.
+    Election,
+    /// Count-down latches: one count down; the last count down to a waiter's return.
+    Latch,
+    /// Several locks at once: one lock against two taken together, and four tasks
+    /// naming two locks in opposite orders.
+    Multilock,
+    /// A read-write lock's trades: a writer's downgrade, an upgradeable read's upgrade.
+    Rwlock,
     /// Instructions per uncontended acquire + release, server and client (callgrind;
     /// skipped without valgrind).
     Cost,
@@ -546,6 +642,10 @@ impl From<BenchScenario> for latchkey_bench::Scenario {
             BenchScenario::Quorum => latchkey_bench::Scenario::Quorum,
             BenchScenario::Ratelimit => latchkey_bench::Scenario::Ratelimit,
             BenchScenario::Semaphore => latchkey_bench::Scenario::Semaphore,
+            BenchScenario::Election => latchkey_bench::Scenario::Election,
+            BenchScenario::Latch => latchkey_bench::Scenario::Latch,
+            BenchScenario::Multilock => latchkey_bench::Scenario::Multilock,
+            BenchScenario::Rwlock => latchkey_bench::Scenario::Rwlock,
             BenchScenario::Cost => latchkey_bench::Scenario::Cost,
         }
     }

@@ -9,7 +9,7 @@
 //! | 66 | `--tls-ca`: the file cannot be read (EX_NOINPUT) |
 //! | 69 | Redis unreachable (a quorum without a majority, a server failing over, loading or answering MOVED included), not Redis, TLS failed, credentials refused, ACL denied, read-only replica (EX_UNAVAILABLE) |
 //! | 70 | internal error, or the lease was lost mid-run (EX_SOFTWARE) |
-//! | 75 | the lock stayed busy for the whole wait, or a transaction kept conflicting (EX_TEMPFAIL) |
+//! | 75 | the lock stayed busy for the whole wait, a transaction kept conflicting, or a latch stayed closed (EX_TEMPFAIL) |
 //! | 126 | `run`: the command is not executable |
 //! | 127 | `run`: the command was not found |
 //! | 128+N | `run`: latchkey received signal N while waiting for the lock |
@@ -125,7 +125,7 @@ pub fn usage(error: clap::Error) -> ExitCode {
         DisplayHelp, DisplayHelpOnMissingArgumentOrSubcommand, DisplayVersion,
     };
     if matches!(error.kind(), DisplayHelp | DisplayVersion) {
-        print!("{error}");
+        crate::output::line(error.to_string().trim_end());
         return ExitCode::SUCCESS;
     }
     if error.kind() == DisplayHelpOnMissingArgumentOrSubcommand {

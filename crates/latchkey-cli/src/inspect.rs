@@ -270,7 +270,7 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<u8, Failure> {
     for view in &views {
         match args.json {
             true => output::json(view)?,
-            false => println!("{}", view.text(true)),
+            false => crate::output::outln!("{}", view.text(true)),
         }
     }
     Ok(match views.iter().any(View::held) {
@@ -305,7 +305,7 @@ pub async fn list(global: &Global, args: ListArgs) -> Result<u8, Failure> {
         return Ok(0);
     }
     for view in &views {
-        println!("{}", view.text(false));
+        crate::output::outln!("{}", view.text(false));
     }
     if views.is_empty() && !global.quiet {
         eprintln!(
@@ -368,7 +368,7 @@ pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> 
         };
         match args.json {
             true => output::json(&report)?,
-            false => println!("{}", report.text(kind)),
+            false => crate::output::outln!("{}", report.text(kind)),
         }
     }
     Ok(0)

@@ -8,9 +8,11 @@ mod cli;
 mod connect;
 #[cfg(feature = "demo")]
 mod demo;
+mod election;
 mod exit;
 mod handoff;
 mod inspect;
+mod latch;
 mod output;
 mod run;
 mod throttle;
@@ -56,6 +58,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Acquire(args) => handoff::acquire(global, args).await,
         Command::Extend(args) => handoff::extend(global, args).await,
         Command::Throttle(args) => throttle::throttle(global, args).await,
+        Command::Elect(args) => election::elect(global, args).await,
+        Command::Leader(args) => election::leader(global, args).await,
+        Command::Latch(args) => latch::latch(global, args).await,
         Command::Sem {
             command: SemCommand::Run(args),
         } => run::sem_run(global, args).await,

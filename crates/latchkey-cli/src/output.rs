@@ -1,5 +1,7 @@
 //! Printing data as text or JSON.
 
+use std::fmt::Display;
+use std::io::Write;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -10,9 +12,36 @@ use crate::exit::Failure;
 pub fn json<T: Serialize>(value: &T) -> Result<(), Failure> {
     let line = serde_json::to_string(value)
         .map_err(|e| Failure::software(format!("cannot encode JSON: {e}")))?;
-    println!("{line}");
+    self::line(line);
     Ok(())
 }
+
+/// Prints `text` and a newline on standard output. A reader that went away
+/// (`latchkey list | head -1`) ends the program quietly, with status 0, as SIGPIPE
+/// ends other tools (Rust ignores SIGPIPE, and `println!` would panic); any other
+/// failure to write (a full disk) ends it with status 74 and a message. Nothing is
+/// held by then: `run` prints only to stderr, and `acquire` prints its token itself
+/// and gives the lock back when stdout does not take it.
+pub fn line(text: impl Display) {
+    let mut out = std::io::stdout().lock();
+    let Err(error) = writeln!(out, "{text}").and_then(|()| out.flush()) else {
+        return;
+    };
+    if error.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    // A full disk or a closed file: say so, as sysexits' EX_IOERR.
+    eprintln!("latchkey: cannot write to standard output: {error}");
+    std::process::exit(74);
+}
+
+/// `println!` through [`line()`]: `outln!("sold {}", n)`.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::line(format_args!($($arg)*))
+    };
+}
+pub(crate) use outln;
 
 /// A duration for people: rounded to the millisecond, like `12s 340ms`.
 pub fn human(d: Duration) -> String {

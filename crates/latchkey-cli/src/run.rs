@@ -16,8 +16,9 @@
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
+use futures_util::future::try_join_all;
 use latchkey::store::{Pass, WakeUps};
-use latchkey::{Fairness, Fencing, Lease, Mutex, MutexGuard};
+use latchkey::{Fairness, Fencing, Lease, LockKey, MultiLock, MultiLockGuard, Mutex, MutexGuard};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -38,7 +39,10 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
-    let lease = Lease::renewed(args.hold.take.ttl)?;
+    for also in &args.and {
+        connect::check_name(global, also)?;
+    }
+    let lease = args.hold.lease()?;
     let wait = Wait::from(&args.hold.take);
     // From here on those signals are ours to handle: while waiting, by leaving the
     // queue; while the command runs, by passing them on.
@@ -48,13 +52,29 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
             true => Fairness::Fair,
             false => Fairness::Plain,
         };
-        // The command gets its fencing token in its environment: with the grant.
-        let mutex = client
-            .mutex(name)?
-            .with_lease(lease)
-            .with_fairness(fairness)
-            .with_fencing(Fencing::OnGrant);
-        hold_and_run(take(&mutex, wait), name, &args.hold, signals).await
+        // The command gets its fencing tokens in its environment: with the grant.
+        let mutex = |name: &str| -> latchkey::Result<Mutex<_>> {
+            Ok(client
+                .mutex(name)?
+                .with_lease(lease)
+                .with_fairness(fairness)
+                .with_fencing(Fencing::OnGrant))
+        };
+        if args.and.is_empty() {
+            hold_and_run(take(&mutex(name)?, wait), name, &args.hold, signals).await
+        } else {
+            let named = std::iter::once(name)
+                .chain(args.and.iter().map(String::as_str))
+                .map(&mutex)
+                .collect::<latchkey::Result<Vec<_>>>()?;
+            let order = named.iter().map(|mutex| mutex.key().clone()).collect();
+            let set = MultiLock::new(named)?;
+            let taking = async {
+                let guard = take_all(&set, wait).await?;
+                Ok::<_, latchkey::Error>(Several { guard, order })
+            };
+            hold_and_run(taking, name, &args.hold, signals).await
+        }
     })
 }
 
@@ -70,11 +90,23 @@ pub async fn take<S: Pass + WakeUps>(
     }
 }
 
+/// Takes every lock of `set` as `wait` says.
+async fn take_all<S: Pass + WakeUps>(
+    set: &MultiLock<S>,
+    wait: Wait,
+) -> latchkey::Result<MultiLockGuard<S>> {
+    match wait {
+        Wait::Now => set.try_lock().await,
+        Wait::Until(deadline) => set.lock_timeout(left(deadline)).await,
+        Wait::Forever => set.lock().await,
+    }
+}
+
 /// `sem run`: the same, holding `--weight` of a semaphore's `--permits`.
 pub async fn sem_run(global: &Global, args: SemRunArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
-    let lease = Lease::renewed(args.hold.take.ttl)?;
+    let lease = args.hold.lease()?;
     latchkey::Semaphore::check_permits(args.permits)?;
     if args.weight > args.permits {
         return Err(Failure::usage(format!(
@@ -100,7 +132,7 @@ pub async fn sem_run(global: &Global, args: SemRunArgs) -> Result<u8, Failure> {
 pub async fn rw_run(global: &Global, args: RwRunArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
-    let lease = Lease::renewed(args.hold.take.ttl)?;
+    let lease = args.hold.lease()?;
     let wait = Wait::from(&args.hold.take);
     let signals = Signals::listen()?;
     let client = connect::retrying(wait.deadline(), || connect::client(global)).await?;
@@ -136,6 +168,18 @@ impl Wait {
     }
 }
 
+impl HoldArgs {
+    /// The lease `--ttl`, `--max-hold` and `--lock-delay` ask for, renewed while
+    /// the command runs.
+    pub fn lease(&self) -> latchkey::Result<Lease> {
+        let lease = Lease::renewed(self.take.ttl)?.with_lock_delay(self.lock_delay)?;
+        match self.max_hold {
+            Some(limit) => lease.with_max_hold(limit),
+            None => Ok(lease),
+        }
+    }
+}
+
 /// The wait the options ask for, counted from now.
 impl From<&TakeArgs> for Wait {
     fn from(take: &TakeArgs) -> Self {
@@ -154,19 +198,112 @@ pub fn left(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now())
 }
 
-/// Waits for `taking` (a lock, permits, a read or write lock), then runs the
-/// command under the guard it gives.
-async fn hold_and_run<S: Pass + WakeUps>(
-    taking: impl Future<Output = latchkey::Result<MutexGuard<S>>>,
+/// What a command runs under: a hold of a lock (permits, a read or write lock are
+/// holds too), of several locks, or a leadership; and how it is given up when the
+/// command ends.
+pub trait Held: Send + Sized {
+    type Store: Pass + WakeUps;
+
+    /// The hold of the lock under it (of the lock named first, for several).
+    fn guard(&self) -> &MutexGuard<Self::Store>;
+
+    /// Resolves when any lease under it is lost.
+    fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.guard().lost()
+    }
+
+    /// Whether `--max-hold` ended it.
+    fn hold_limit_reached(&self) -> bool {
+        self.guard().hold_limit_reached()
+    }
+
+    /// Releases it (a leadership resigns); whether it was still held.
+    fn let_go(self) -> impl Future<Output = latchkey::Result<bool>> + Send;
+
+    /// What the command's environment says of it, besides `LATCHKEY_FENCE` and
+    /// `LATCHKEY_LOCK`.
+    fn environment(
+        &self,
+    ) -> impl Future<Output = latchkey::Result<Vec<(&'static str, String)>>> + Send {
+        async { Ok(Vec::new()) }
+    }
+}
+
+impl<S: Pass + WakeUps> Held for MutexGuard<S> {
+    type Store = S;
+
+    fn guard(&self) -> &MutexGuard<S> {
+        self
+    }
+
+    fn let_go(self) -> impl Future<Output = latchkey::Result<bool>> + Send {
+        self.release()
+    }
+}
+
+/// Several locks held together (`run NAME --and NAME2`), and the order they were
+/// named in, for the command's `LATCHKEY_FENCES`.
+struct Several<S: Pass + WakeUps> {
+    guard: MultiLockGuard<S>,
+    /// The locks' keys as named: NAME first, then each `--and`.
+    order: Vec<LockKey>,
+}
+
+impl<S: Pass + WakeUps> Several<S> {
+    /// The guard of a lock of the set, by key.
+    fn get(&self, key: &LockKey) -> latchkey::Result<&MutexGuard<S>> {
+        self.guard.get(key.as_str()).ok_or_else(|| {
+            latchkey::Error::InvalidArgument(format!("{key} is not one of the locks held"))
+        })
+    }
+}
+
+impl<S: Pass + WakeUps> Held for Several<S> {
+    type Store = S;
+
+    fn guard(&self) -> &MutexGuard<S> {
+        // The set is never empty, and NAME is in it.
+        self.get(&self.order[0])
+            .unwrap_or_else(|_| &self.guard.guards()[0])
+    }
+
+    fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.guard.lost()
+    }
+
+    fn hold_limit_reached(&self) -> bool {
+        self.guard.hold_limit_reached()
+    }
+
+    fn let_go(self) -> impl Future<Output = latchkey::Result<bool>> + Send {
+        self.guard.release()
+    }
+
+    async fn environment(&self) -> latchkey::Result<Vec<(&'static str, String)>> {
+        let guards = self
+            .order
+            .iter()
+            .map(|key| self.get(key))
+            .collect::<latchkey::Result<Vec<_>>>()?;
+        let fences = try_join_all(guards.into_iter().map(MutexGuard::fence)).await?;
+        let fences: Vec<String> = fences.iter().map(u64::to_string).collect();
+        Ok(vec![("LATCHKEY_FENCES", fences.join(" "))])
+    }
+}
+
+/// Waits for `taking` (a lock, permits, a read or write lock, a leadership), then
+/// runs the command under what it gives.
+pub async fn hold_and_run<H: Held>(
+    taking: impl Future<Output = latchkey::Result<H>>,
     name: &str,
     hold: &HoldArgs,
     mut signals: Signals,
 ) -> Result<u8, Failure> {
-    let guard = wait_for(taking, name, &mut signals).await?;
-    let child = match start(&guard, name, hold).await {
+    let held = wait_for(taking, name, &mut signals).await?;
+    let child = match start(&held, name, hold).await {
         Ok(child) => child,
         Err(failure) => {
-            release(guard).await;
+            release(held).await;
             return Err(failure);
         }
     };
@@ -175,8 +312,8 @@ async fn hold_and_run<S: Pass + WakeUps>(
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw);
     let reaper = group.and_then(Reaper::start);
-    let outcome = supervise(child, group, &guard, name, hold, &mut signals).await;
-    release(guard).await;
+    let outcome = supervise(child, group, &held, name, hold, &mut signals).await;
+    release(held).await;
     if let Some(reaper) = reaper {
         reaper.dismiss().await;
     }
@@ -185,13 +322,22 @@ async fn hold_and_run<S: Pass + WakeUps>(
 
 /// Waits for `taking`; a signal meanwhile (INT, TERM, HUP) abandons the wait and
 /// ends latchkey with 128 + N, after leaving the queue.
-pub async fn wait_for<S: Pass + WakeUps>(
-    taking: impl Future<Output = latchkey::Result<MutexGuard<S>>>,
+pub async fn wait_for<H>(
+    taking: impl Future<Output = latchkey::Result<H>>,
     name: &str,
     signals: &mut Signals,
-) -> Result<MutexGuard<S>, Failure> {
+) -> Result<H, Failure> {
     tokio::select! {
-        taken = taking => Ok(taken?),
+        taken = taking => match taken {
+            Ok(held) => Ok(held),
+            // A wait that gave up may leave releases in the background (a multi-lock
+            // giving back what it took, a waiter leaving its queue): let them land
+            // before the process exits.
+            Err(error) => {
+                latchkey::finish_background_releases(RELEASE_TIMEOUT).await;
+                Err(error.into())
+            }
+        },
         signal = signals.recv() => Err(interrupted(signal, name).await),
     }
 }
@@ -212,28 +358,29 @@ async fn interrupted(signal: Signal, name: &str) -> Failure {
     )
 }
 
-/// The command, started with the guard's fencing token in its environment.
-async fn start<S: Pass + WakeUps>(
-    guard: &MutexGuard<S>,
-    name: &str,
-    hold: &HoldArgs,
-) -> Result<Child, Failure> {
-    let fence = guard.fence().await?;
+/// The command, started with the hold's fencing token in its environment.
+async fn start<H: Held>(held: &H, name: &str, hold: &HoldArgs) -> Result<Child, Failure> {
+    let fence = held.guard().fence().await?;
     tracing::debug!(lock = %name, fence, "taken");
-    spawn(name, hold, fence)
+    let mut environment = vec![
+        ("LATCHKEY_FENCE", fence.to_string()),
+        ("LATCHKEY_LOCK", name.to_owned()),
+    ];
+    environment.extend(held.environment().await?);
+    spawn(hold, &environment)
 }
 
-fn spawn(name: &str, hold: &HoldArgs, fence: u64) -> Result<Child, Failure> {
+fn spawn(hold: &HoldArgs, environment: &[(&str, String)]) -> Result<Child, Failure> {
     let (program, rest) = hold
         .command
         .split_first()
         .ok_or_else(|| Failure::usage("no command given after --".to_owned()))?;
-    let started = command(program, rest, name, fence).spawn();
+    let started = command(program, rest, environment).spawn();
     // A script without a `#!` line: run it with /bin/sh, as execvp(3) and shells do.
     let started = match started {
         Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENOEXEC as i32) => {
             let script = std::iter::once(program).chain(rest);
-            command("/bin/sh", &script.cloned().collect::<Vec<_>>(), name, fence).spawn()
+            command("/bin/sh", &script.cloned().collect::<Vec<_>>(), environment).spawn()
         }
         started => started,
     };
@@ -246,14 +393,13 @@ fn spawn(name: &str, hold: &HoldArgs, fence: u64) -> Result<Child, Failure> {
     })
 }
 
-/// `program` with `args`, the lock in its environment, in a process group of its own
+/// `program` with `args` and `environment`, in a process group of its own
 /// (signalled as a whole, grandchildren included), dying with latchkey.
-fn command(program: &str, args: &[String], name: &str, fence: u64) -> Command {
+fn command(program: &str, args: &[String], environment: &[(&str, String)]) -> Command {
     let mut command = Command::new(program);
     command
         .args(args)
-        .env("LATCHKEY_FENCE", fence.to_string())
-        .env("LATCHKEY_LOCK", name)
+        .envs(environment.iter().map(|(name, value)| (name, value)))
         .process_group(0);
     die_with_parent(&mut command);
     command
@@ -289,7 +435,7 @@ impl Signals {
         Ok(Signals(receiver))
     }
 
-    async fn recv(&mut self) -> Signal {
+    pub async fn recv(&mut self) -> Signal {
         // The listening tasks live as long as the runtime, so the channel stays open.
         self.0.recv().await.unwrap_or(Signal::SIGTERM)
     }
@@ -368,15 +514,15 @@ impl Reaper {
 
 /// Waits for the child, forwarding signals to its group, and stops the group if the
 /// lease is lost.
-async fn supervise<S: Pass + WakeUps>(
+async fn supervise<H: Held>(
     mut child: Child,
     pid: Option<Pid>,
-    guard: &MutexGuard<S>,
+    held: &H,
     name: &str,
     hold: &HoldArgs,
     signals: &mut Signals,
 ) -> Result<u8, Failure> {
-    let lost = guard.lost();
+    let lost = held.lost();
     tokio::pin!(lost);
     let mut lease_lost = false;
     let kill_timer = tokio::time::sleep(Duration::MAX / 4);
@@ -390,11 +536,13 @@ async fn supervise<S: Pass + WakeUps>(
                 }
                 // The rest of the group gets what is left of --kill-after, then SIGKILL.
                 stop_group(pid, kill_timer.deadline()).await;
-                return Err(Failure::with_status(exit::SOFTWARE, format!("the lease on {name:?} was lost; the command was stopped")));
+                let why = stop_reason(held, name, hold);
+                return Err(Failure::with_status(exit::SOFTWARE, format!("{why}; the command was stopped")));
             }
             signal = signals.recv() => forward(pid, signal),
             () = &mut lost, if !lease_lost => {
-                eprintln!("latchkey: the lease on {name:?} was lost; sending SIGTERM (SIGKILL in {})", crate::output::human(hold.kill_after));
+                let why = stop_reason(held, name, hold);
+                eprintln!("latchkey: {why}; sending SIGTERM (SIGKILL in {})", crate::output::human(hold.kill_after));
                 lease_lost = true;
                 forward(pid, Signal::SIGTERM);
                 kill_timer.as_mut().reset(tokio::time::Instant::now() + hold.kill_after);
@@ -404,6 +552,19 @@ async fn supervise<S: Pass + WakeUps>(
                 kill_timer.as_mut().reset(tokio::time::Instant::now() + Duration::from_secs(3600));
             }
         }
+    }
+}
+
+/// Why the command is being stopped: its lease was lost, or `--max-hold` ran out.
+fn stop_reason<H: Held>(held: &H, name: &str, hold: &HoldArgs) -> String {
+    match (held.hold_limit_reached(), hold.max_hold) {
+        (true, Some(limit)) => {
+            format!(
+                "{name:?} was held for --max-hold {}",
+                crate::output::human(limit)
+            )
+        }
+        _ => format!("the lease on {name:?} was lost"),
     }
 }
 
@@ -444,12 +605,12 @@ fn exit_code(status: ExitStatus) -> u8 {
         .unwrap_or(1)
 }
 
-/// Releases the lock, retrying through resets and restarts for up to
+/// Releases the lock (resigns), retrying through resets and restarts for up to
 /// [`RELEASE_TIMEOUT`] in all: a release that fails at first goes on in the
 /// background, and latchkey waits for it before exiting.
-async fn release<S: Pass + WakeUps>(guard: MutexGuard<S>) {
+async fn release<H: Held>(held: H) {
     let deadline = tokio::time::Instant::now() + RELEASE_TIMEOUT;
-    let failed = match tokio::time::timeout_at(deadline, guard.release()).await {
+    let failed = match tokio::time::timeout_at(deadline, held.let_go()).await {
         Ok(Ok(_)) => return,
         Ok(Err(error)) => error.to_string(),
         Err(_) => "Redis did not answer".to_owned(),

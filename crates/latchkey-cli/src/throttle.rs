@@ -48,10 +48,10 @@ pub async fn throttle(global: &Global, args: ThrottleArgs) -> Result<u8, Failure
         })?;
         return Ok(status);
     }
-    println!("{}", summary(&args, &decision));
+    crate::output::outln!("{}", summary(&args, &decision));
     if args.headers {
         for (name, value) in limiter.headers(&decision).pairs() {
-            println!("{name}: {value}");
+            crate::output::outln!("{name}: {value}");
         }
     }
     Ok(status)

@@ -249,3 +249,51 @@ fn tls_works_with_a_private_ca_and_says_when_the_server_is_plain() {
     assert!(stderr.contains("TLS handshake"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+/// Runs `latchkey args` with a stdout nobody reads (`latchkey … | head -0`).
+fn with_stdout_closed(args: &[&str], server: Option<&RedisServer>) -> Output {
+    let (reader, writer) = nix::unistd::pipe().unwrap();
+    drop(reader);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_latchkey"));
+    command.args(args).env_remove("LATCHKEY_REDIS");
+    if let Some(server) = server {
+        command.env("LATCHKEY_REDIS", server.url());
+    }
+    command.stdout(writer).output().unwrap()
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    let output = with_stdout_closed(&["--help"], None);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stderr), "");
+
+    // Any other failure to write is said, with EX_IOERR.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .arg("--help")
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(74));
+    assert!(text(&output.stderr).contains("cannot write to standard output"));
+
+    let server = RedisServer::start().unwrap();
+    let held = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .args(["acquire", "report", "--redis", &server.url()])
+        .output()
+        .unwrap();
+    assert!(held.status.success(), "{}", text(&held.stderr));
+    for args in [&["list"][..], &["status", "report"], &["list", "--json"]] {
+        let output = with_stdout_closed(args, Some(&server));
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+        assert_eq!(text(&output.stderr), "", "{args:?}");
+    }
+}

@@ -625,6 +625,12 @@ fn every_command_works_for_a_user_made_by_the_readme_acl_line() {
     as_user(&["rw", "run", "doc", "--read", "--", "true"]);
     as_user(&["rw", "run", "doc", "--write", "--", "true"]);
     as_user(&["status", "pool", "--json"]);
+    as_user(&["elect", "nightly", "--value", "host-a", "--", "true"]);
+    as_user(&["leader", "nightly"]);
+    as_user(&[
+        "latch", "loaded", "--count", "1", "--arrive", "--wait", "5s",
+    ]);
+    as_user(&["latch", "loaded", "--count", "1"]);
     wait_for_exit(holder);
 }
 

@@ -324,3 +324,92 @@ fn a_run_started_while_redis_is_down_waits_for_it_within_wait() {
     assert!(ran.exists());
     assert!(String::from_utf8_lossy(&output.stderr).contains("trying again until --wait runs out"));
 }
+
+#[test]
+fn max_hold_stops_a_command_that_runs_too_long_and_frees_the_lock() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (script, child, grandchild) = family(dir.path());
+    let started = Instant::now();
+    let latchkey = run(
+        &server,
+        &[
+            "job",
+            "--ttl",
+            "1s",
+            "--max-hold",
+            "2s",
+            "--kill-after",
+            "1s",
+        ],
+        &script,
+    );
+    let pids = [pid_in(&child), pid_in(&grandchild)];
+    let output = latchkey.wait_with_output().unwrap();
+    let held = started.elapsed();
+    let stopped = all_gone_within(&pids, Duration::from_secs(2));
+    cleanup(&pids);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(70), "{stderr}");
+    assert!(stderr.contains("--max-hold 2s"), "{stderr}");
+    // Renewed past its 1 s lease, stopped at the limit.
+    assert!(held >= Duration::from_secs(2), "stopped after {held:?}");
+    assert!(stopped, "the command outlived --max-hold");
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("job")
+        .query(&mut server.connection().unwrap())
+        .unwrap();
+    assert!(!exists, "the lock outlived the command");
+}
+
+#[test]
+fn a_max_hold_of_zero_is_a_usage_error() {
+    let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .args([
+            "run",
+            "job",
+            "--max-hold",
+            "0s",
+            "--redis",
+            "redis://127.0.0.1:1",
+        ])
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("hold limit"), "{stderr}");
+}
+
+#[test]
+fn lock_delay_keeps_a_killed_latchkeys_lock_for_the_delay_after_its_lease() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let mut latchkey = run(
+        &server,
+        &["job", "--ttl", "1s", "--lock-delay", "2s"],
+        &format!("touch {}; sleep 30", ready.display()),
+    );
+    let started = Instant::now();
+    while !ready.exists() {
+        assert!(started.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let killed = Instant::now();
+    kill(Pid::from_raw(latchkey.id() as i32), Signal::SIGKILL).unwrap();
+    latchkey.wait().unwrap();
+    let next = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", server.url())
+        .args(["run", "job", "--wait", "10s", "--", "true"])
+        .output()
+        .unwrap();
+    let waited = killed.elapsed();
+    assert!(next.status.success(), "{next:?}");
+    // Its lease (1 s, renewed every third) ended at most 1 s after the kill; the
+    // delay kept the lock 2 s more.
+    assert!(
+        waited >= Duration::from_millis(2_000),
+        "taken {waited:?} after the kill"
+    );
+}

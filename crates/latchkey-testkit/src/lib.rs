@@ -447,7 +447,7 @@ fn wait_for(what: &str, mut ready: impl FnMut() -> io::Result<bool>) -> io::Resu
         if started.elapsed() > READY_TIMEOUT {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!("no {what} within {READY_TIMEOUT:?}"),
+                format!("gave up waiting for {what} after {READY_TIMEOUT:?}"),
             ));
         }
         std::thread::sleep(Duration::from_millis(10));

@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use latchkey::election::{Election, Leadership};
 use latchkey::semaphore::PermitStore;
-use latchkey::store::{Pass, WakeUps};
-use latchkey::{Error, Mutex, MutexGuard, RwLock, Semaphore};
+use latchkey::store::{Pass, RedisStore, WakeUps};
+use latchkey::{Error, MultiLock, MultiLockGuard, Mutex, MutexGuard, RwLock, Semaphore};
 use rand::Rng;
 use rand::rngs::StdRng;
 
@@ -15,17 +16,60 @@ use crate::record::{Mode, Outcome, now_us};
 /// cancelled anything.
 const PLAIN_WAIT: Duration = Duration::from_secs(2);
 
-/// What an attempt asks for: a lock, or permits of a semaphore. Its guard is a
-/// `MutexGuard<S>` either way.
+/// What an acquisition gives: a guard, or what holds one (a leadership), and how
+/// it is let go.
+pub trait Hold<S: Pass + WakeUps>: Send + Sync + 'static {
+    fn guard(&self) -> &MutexGuard<S>;
+    fn release(self) -> impl Future<Output = latchkey::Result<bool>> + Send + 'static;
+}
+
+impl<S: Pass + WakeUps> Hold<S> for MutexGuard<S> {
+    fn guard(&self) -> &MutexGuard<S> {
+        self
+    }
+
+    fn release(self) -> impl Future<Output = latchkey::Result<bool>> + Send + 'static {
+        MutexGuard::release(self)
+    }
+}
+
+impl Hold<RedisStore> for Leadership {
+    fn guard(&self) -> &MutexGuard<RedisStore> {
+        Leadership::guard(self)
+    }
+
+    fn release(self) -> impl Future<Output = latchkey::Result<bool>> + Send + 'static {
+        self.resign()
+    }
+}
+
+/// Several locks held together: the checkers see each lock's own guard (the
+/// multi-lock workload runs each lock's section apart, from `into_guards`); as one
+/// hold, it is its first lock's.
+impl<S: Pass + WakeUps> Hold<S> for MultiLockGuard<S> {
+    fn guard(&self) -> &MutexGuard<S> {
+        &self.guards()[0]
+    }
+
+    fn release(self) -> impl Future<Output = latchkey::Result<bool>> + Send + 'static {
+        MultiLockGuard::release(self)
+    }
+}
+
+/// What an attempt asks for: a lock, permits of a semaphore, a leadership. What it
+/// gets holds a `MutexGuard<S>` either way.
 pub trait Acquire<S: Pass + WakeUps>: Clone + Send + Sync + 'static {
-    fn lock(&self) -> impl Future<Output = latchkey::Result<MutexGuard<S>>> + Send;
+    type Held: Hold<S>;
+    fn lock(&self) -> impl Future<Output = latchkey::Result<Self::Held>> + Send;
     fn lock_timeout(
         &self,
         wait: Duration,
-    ) -> impl Future<Output = latchkey::Result<MutexGuard<S>>> + Send;
+    ) -> impl Future<Output = latchkey::Result<Self::Held>> + Send;
 }
 
 impl<S: Pass + WakeUps> Acquire<S> for Mutex<S> {
+    type Held = MutexGuard<S>;
+
     fn lock(&self) -> impl Future<Output = latchkey::Result<MutexGuard<S>>> + Send {
         Mutex::lock(self)
     }
@@ -38,6 +82,21 @@ impl<S: Pass + WakeUps> Acquire<S> for Mutex<S> {
     }
 }
 
+impl<S: Pass + WakeUps> Acquire<S> for MultiLock<S> {
+    type Held = MultiLockGuard<S>;
+
+    fn lock(&self) -> impl Future<Output = latchkey::Result<MultiLockGuard<S>>> + Send {
+        MultiLock::lock(self)
+    }
+
+    fn lock_timeout(
+        &self,
+        wait: Duration,
+    ) -> impl Future<Output = latchkey::Result<MultiLockGuard<S>>> + Send {
+        MultiLock::lock_timeout(self, wait)
+    }
+}
+
 /// `weight` permits of a semaphore.
 #[derive(Clone)]
 pub struct Permits {
@@ -46,6 +105,8 @@ pub struct Permits {
 }
 
 impl Acquire<PermitStore> for Permits {
+    type Held = MutexGuard<PermitStore>;
+
     fn lock(&self) -> impl Future<Output = latchkey::Result<MutexGuard<PermitStore>>> + Send {
         self.semaphore.acquire(self.weight)
     }
@@ -66,6 +127,8 @@ pub struct RwSide {
 }
 
 impl Acquire<PermitStore> for RwSide {
+    type Held = MutexGuard<PermitStore>;
+
     async fn lock(&self) -> latchkey::Result<MutexGuard<PermitStore>> {
         match self.write {
             true => self.lock.write().await,
@@ -81,17 +144,36 @@ impl Acquire<PermitStore> for RwSide {
     }
 }
 
+/// A candidate of an election, campaigning with its holder's name.
+#[derive(Clone)]
+pub struct Candidate {
+    pub election: Election,
+    pub value: String,
+}
+
+impl Acquire<RedisStore> for Candidate {
+    type Held = Leadership;
+
+    async fn lock(&self) -> latchkey::Result<Leadership> {
+        self.election.campaign(&self.value).await
+    }
+
+    async fn lock_timeout(&self, wait: Duration) -> latchkey::Result<Leadership> {
+        self.election.campaign_timeout(&self.value, wait).await
+    }
+}
+
 /// What an attempt asked and got.
-pub struct Attempted<S: Pass + WakeUps> {
+pub struct Attempted<H> {
     pub mode: Mode,
     pub timeout: Option<Duration>,
     /// When the answer came (wall µs): for a guard, when `lock()` returned it.
     pub end_us: u64,
-    /// The guard, or how the attempt ended.
-    pub result: Result<MutexGuard<S>, Outcome>,
+    /// The guard (or leadership), or how the attempt ended.
+    pub result: Result<H, Outcome>,
 }
 
-impl<S: Pass + WakeUps> Attempted<S> {
+impl<H> Attempted<H> {
     pub fn outcome(&self) -> Outcome {
         match &self.result {
             Ok(_) => Outcome::Acquired,
@@ -101,7 +183,10 @@ impl<S: Pass + WakeUps> Attempted<S> {
 }
 
 /// Asks for `mutex` in a random mode.
-pub async fn attempt<S: Pass + WakeUps>(mutex: &impl Acquire<S>, rng: &mut StdRng) -> Attempted<S> {
+pub async fn attempt<S: Pass + WakeUps, A: Acquire<S>>(
+    mutex: &A,
+    rng: &mut StdRng,
+) -> Attempted<A::Held> {
     let mode = [
         Mode::Timeout,
         Mode::Select,
@@ -142,18 +227,18 @@ pub async fn attempt<S: Pass + WakeUps>(mutex: &impl Acquire<S>, rng: &mut StdRn
     }
 }
 
-async fn timed<S: Pass + WakeUps>(
-    mutex: &impl Acquire<S>,
+async fn timed<S: Pass + WakeUps, A: Acquire<S>>(
+    mutex: &A,
     wait: Duration,
-) -> Result<(MutexGuard<S>, u64), Outcome> {
+) -> Result<(A::Held, u64), Outcome> {
     outcome(mutex.lock_timeout(wait).await)
 }
 
 /// `lock()` in its own task, aborted `after` (unless it won first).
-async fn aborted<S: Pass + WakeUps>(
-    mutex: &impl Acquire<S>,
+async fn aborted<S: Pass + WakeUps, A: Acquire<S>>(
+    mutex: &A,
     after: Duration,
-) -> Result<(MutexGuard<S>, u64), Outcome> {
+) -> Result<(A::Held, u64), Outcome> {
     let mutex = mutex.clone();
     let task = tokio::spawn(async move { outcome(mutex.lock().await) });
     tokio::time::sleep(after).await;
@@ -168,9 +253,7 @@ async fn aborted<S: Pass + WakeUps>(
 }
 
 /// The library's answer, stamped with when it came.
-fn outcome<S: Pass + WakeUps>(
-    locked: latchkey::Result<MutexGuard<S>>,
-) -> Result<(MutexGuard<S>, u64), Outcome> {
+fn outcome<H>(locked: latchkey::Result<H>) -> Result<(H, u64), Outcome> {
     let at = now_us();
     match locked {
         Ok(guard) => Ok((guard, at)),
@@ -185,7 +268,7 @@ fn outcome<S: Pass + WakeUps>(
 /// answered (`None` if it failed or was aborted), and whether it was aborted. The
 /// guard's drop must free the lock either way.
 pub async fn release_aborted<S: Pass + WakeUps>(
-    guard: MutexGuard<S>,
+    guard: impl Hold<S>,
     rng: &mut StdRng,
 ) -> (Option<bool>, bool) {
     let task = tokio::spawn(guard.release());
@@ -211,9 +294,9 @@ pub async fn release_aborted<S: Pass + WakeUps>(
 /// that task right after the release passed it the lock, before or just after it
 /// could hear so. What the release answered; the lock must not stay with the
 /// aborted task.
-pub async fn release_to_aborted_waiter<S: Pass + WakeUps>(
-    guard: MutexGuard<S>,
-    mutex: &impl Acquire<S>,
+pub async fn release_to_aborted_waiter<S: Pass + WakeUps, A: Acquire<S>>(
+    guard: A::Held,
+    mutex: &A,
     rng: &mut StdRng,
 ) -> Option<bool> {
     let waiter = {

@@ -361,7 +361,17 @@ async fn force_release(url: &str, lock: &str, workload: Workload) -> Option<Stri
         None => {
             let client = crate::worker::open(url).await;
             match (client, workload) {
-                (Ok(client), Workload::Mutex) => break_lock(&client, lock).await,
+                (Ok(client), Workload::Mutex | Workload::MultiLock) => {
+                    break_lock(&client, lock).await
+                }
+                // The leader is deposed: its lock broken, its record withdrawn.
+                (Ok(client), Workload::Election) => match client.election(lock) {
+                    Ok(election) => election
+                        .force_release()
+                        .await
+                        .map(|was| was.and_then(|status| status.holder)),
+                    Err(error) => Err(error),
+                },
                 // Every permit: their holders learn it at their next renewal. The
                 // checkers that use the token read lock keys, which a semaphore has not.
                 (Ok(client), Workload::Semaphore) => client
@@ -376,6 +386,8 @@ async fn force_release(url: &str, lock: &str, workload: Workload) -> Option<Stri
                 // restart (an amnesia window for the checker).
                 // Transactions have no hold to break: break their locks.
                 (Ok(client), Workload::Transaction) => break_lock(&client, &tx_lock(lock)).await,
+                // A latch has no holder to break.
+                (Ok(_), Workload::Latch) => Ok(None),
                 (Ok(client), Workload::RateLimit) => client
                     .force_release(lock, latchkey::Kind::RateLimit)
                     .await

@@ -96,10 +96,13 @@ pub struct Hold {
     pub fence: Option<u64>,
     pub attempt_start_us: u64,
     pub acquired_us: u64,
-    /// The lease it asked for.
+    /// How long Redis keeps the lock: the lease it asked for and its lock delay.
     pub ttl_us: u64,
     /// Permits it held (1 for a lock).
     pub weight: u64,
+    /// Its lease's lock delay: after a lease that ended without a release, nobody
+    /// else may hold the lock for this long.
+    pub lock_delay_us: u64,
     /// `None`: its process was killed before it logged the end.
     pub end: Option<HoldEnd>,
     /// When its process was killed, if it was.
@@ -112,6 +115,14 @@ impl Hold {
     pub fn valid(&self) -> Option<(u64, u64)> {
         let end = self.end.as_ref()?;
         Some((self.acquired_us, end.release_us.min(end.valid_until_us)))
+    }
+
+    /// The span nobody else may hold the lock in: its valid lease, and for the lock
+    /// delay after it unless a release (sent by then) ended the hold first.
+    pub fn exclusive(&self) -> Option<(u64, u64)> {
+        let end = self.end.as_ref()?;
+        let delayed = end.valid_until_us + self.lock_delay_us;
+        Some((self.acquired_us, end.release_us.min(delayed)))
     }
 
     /// When the guard stopped existing: its release returned, or its process died.
@@ -133,6 +144,10 @@ pub struct History {
     pub calls: Vec<crate::record::Call>,
     /// Transactions (transaction workload).
     pub txs: Vec<crate::transactions::Tx>,
+    /// What elections' observers saw (election workload), in each log's order.
+    pub observed: Vec<crate::record::Observed>,
+    /// Count downs and waits (latch workload).
+    pub latches: Vec<crate::record::LatchCall>,
 }
 
 impl History {
@@ -159,7 +174,8 @@ impl History {
             ..History::default()
         };
         for (killed_us, text) in logs {
-            let mut holds: HashMap<Holder, Hold> = HashMap::new();
+            // A task's acquisition may hold several locks (a multi-lock).
+            let mut holds: HashMap<(Holder, String), Hold> = HashMap::new();
             // A worker killed mid-write leaves a torn last line.
             for record in text.lines().filter_map(|l| serde_json::from_str(l).ok()) {
                 history.add(record, *killed_us, &mut holds);
@@ -179,7 +195,12 @@ impl History {
         }
     }
 
-    fn add(&mut self, record: Record, killed_us: Option<u64>, holds: &mut HashMap<Holder, Hold>) {
+    fn add(
+        &mut self,
+        record: Record,
+        killed_us: Option<u64>,
+        holds: &mut HashMap<(Holder, String), Hold>,
+    ) {
         match record {
             Record::Attempt {
                 holder,
@@ -210,10 +231,11 @@ impl History {
                 at_us,
                 ttl_us,
                 weight,
+                lock_delay_us,
             } => {
                 let ttl_us = self.ttl_or_the_run_s(ttl_us);
                 holds.insert(
-                    holder,
+                    (holder, lock.clone()),
                     Hold {
                         holder,
                         lock,
@@ -223,6 +245,7 @@ impl History {
                         acquired_us: at_us,
                         ttl_us,
                         weight,
+                        lock_delay_us,
                         end: None,
                         killed_us,
                     },
@@ -230,10 +253,15 @@ impl History {
             }
             Record::Call(call) => self.calls.push(call),
             Record::Tx(tx) => self.txs.push(tx),
+            Record::Observed(observed) => self.observed.push(observed),
+            Record::Latch(call) => self.latches.push(call),
             Record::Ended {
-                holder, end, fence, ..
+                holder,
+                lock,
+                end,
+                fence,
             } => {
-                if let Some(hold) = holds.get_mut(&holder) {
+                if let Some(hold) = holds.get_mut(&(holder, lock)) {
                     hold.end = Some(end);
                     hold.fence = hold.fence.or(fence);
                 }

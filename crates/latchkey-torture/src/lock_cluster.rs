@@ -91,7 +91,11 @@ impl ClusterServers {
     pub async fn migrate_slot(&mut self, rng: &mut impl Rng) -> io::Result<()> {
         let lock = &self.locks[rng.random_range(0..self.locks.len())];
         tokio::task::block_in_place(|| {
-            self.cluster.migrate_slot(lock, MIGRATE_PAUSE).map(|_| ())?;
+            // An earlier fault may have left the cluster down for a moment (CI once
+            // aborted a run on CLUSTERDOWN from the MIGRATE): wait for it, and ask
+            // again while it recovers.
+            self.cluster.wait_healthy()?;
+            within_10s(|| self.cluster.migrate_slot(lock, MIGRATE_PAUSE).map(|_| ()))?;
             self.cluster.wait_healthy()
         })
     }
@@ -105,11 +109,31 @@ impl ClusterServers {
     }
 
     /// The primary and replica (node indexes) serving a random lock now.
+    ///
+    /// A node that just rejoined as a replica (after an earlier fault) may not be
+    /// listed in `CLUSTER SLOTS` yet: asked again for up to 10 s before giving up
+    /// (CI once aborted a run on "slot … has no node of role 1").
     fn shard_of_a_lock(&self, rng: &mut impl Rng) -> io::Result<(usize, usize)> {
         let lock = &self.locks[rng.random_range(0..self.locks.len())];
-        Ok((
-            self.cluster.primary_of(lock)?,
-            self.cluster.replica_of(lock)?,
-        ))
+        tokio::task::block_in_place(|| {
+            within_10s(|| {
+                let primary = self.cluster.primary_of(lock)?;
+                Ok((primary, self.cluster.replica_of(lock)?))
+            })
+        })
+    }
+}
+
+/// `step`, asked again every 100 ms while it fails, for up to 10 s: a cluster that
+/// an earlier fault shook settles within that.
+fn within_10s<T>(mut step: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    let started = std::time::Instant::now();
+    loop {
+        match step() {
+            Err(_) if started.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            done => return done,
+        }
     }
 }

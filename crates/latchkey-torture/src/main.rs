@@ -121,6 +121,11 @@ pub struct RunArgs {
     /// Redis deployment: not with --quorum).
     #[arg(long, value_enum, default_value_t = Workload::Mutex, conflicts_with = "quorum")]
     workload: Workload,
+    /// Give the odd-numbered locks this lock delay (`Lease::with_lock_delay`): after a
+    /// lease that ended without a release, nobody else may hold them for this long,
+    /// and the checker holds them to it (0s: no delay).
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    lock_delay: Duration,
     /// Inject only these faults (comma-separated, e.g. `clock-jump,pause-worker`);
     /// every fault the deployment can be given when omitted.
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -153,6 +158,24 @@ pub enum Workload {
     /// them under a lock (some after its lease ran out). One server: transactions
     /// are refused on a cluster.
     Transaction,
+    /// Leader elections: campaigns (cancelled in every way an acquisition is), the
+    /// term as the fenced write's token, resignations; in every worker an observer
+    /// of each election logs the leaders it is told of.
+    Election,
+    /// Several locks at once: each acquisition takes two or three random locks
+    /// together (`MultiLock`, in every mode a lock is taken, cancelled alike), then
+    /// runs each lock's section, fenced write included, side by side. The lock
+    /// checkers see each lock (exclusion, fences, orphans …); a failed acquisition
+    /// is logged as a waiter on every lock of its set, and what it took is held to
+    /// the orphan bound of a token no guard had.
+    #[value(name = "multilock")]
+    #[serde(rename = "multilock")]
+    MultiLock,
+    /// Count-down latches: a fresh latch of 4 per lock index every second, counted
+    /// down in a loop by every task, and waited for (the next second's) with a
+    /// timeout. A latch opens exactly once, no waiter passes it before it opened,
+    /// and every waiter hears of the opening.
+    Latch,
 }
 
 fn quorum_size(text: &str) -> Result<usize, String> {
@@ -188,6 +211,8 @@ pub struct WorkerArgs {
     log: PathBuf,
     #[arg(long, value_enum, default_value_t = Workload::Mutex)]
     workload: Workload,
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    lock_delay: Duration,
     #[arg(long)]
     wait_replicas: bool,
 }
@@ -345,7 +370,7 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
         wait_replicas: args.wait_replicas,
         workload: args.workload,
         capacity: match args.workload {
-            Workload::Mutex => Default::default(),
+            Workload::Mutex | Workload::Election | Workload::MultiLock => Default::default(),
             Workload::Semaphore => (0..locks.len())
                 .map(|l| (locks[l].clone(), worker::permits(l)))
                 .collect(),
@@ -353,7 +378,7 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
                 .iter()
                 .map(|lock| (lock.clone(), worker::WRITER))
                 .collect(),
-            Workload::RateLimit | Workload::Transaction => Default::default(),
+            Workload::RateLimit | Workload::Transaction | Workload::Latch => Default::default(),
         },
         rates: match args.workload {
             Workload::RateLimit => (0..locks.len())
@@ -418,8 +443,17 @@ fn accepted_tokens(
     Ok(accepted)
 }
 
+/// A fresh directory for this run's logs. Named by the process id, which the OS
+/// reuses: a directory an earlier run kept (after a violation) is cleared first,
+/// or its logs, appended to, would be checked again as this run's.
 fn run_dir() -> Result<PathBuf, String> {
     let dir = std::env::temp_dir().join(format!("latchkey-torture-{}", std::process::id()));
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("clearing {}: {e}", dir.display()));
+        }
+        _ => {}
+    }
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     Ok(dir)
 }

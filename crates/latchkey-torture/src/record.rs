@@ -34,17 +34,25 @@ pub enum Record {
         /// When the attempt that won began (the grant happened after it).
         attempt_start_us: u64,
         at_us: u64,
-        /// The lease it asked for (0 in logs from before it was logged: the run's).
+        /// How long Redis keeps the lock: the lease it asked for and its lock delay
+        /// (0 in logs from before it was logged: the run's).
         #[serde(default)]
         ttl_us: u64,
         /// Permits taken (1 for a lock).
         #[serde(default = "one")]
         weight: u64,
+        /// Its lease's lock delay (`Lease::with_lock_delay`).
+        #[serde(default)]
+        lock_delay_us: u64,
     },
     /// A rate limiter's `check(cost)` answered (rate-limit workload).
     Call(Call),
     /// An optimistic transaction ended (transaction workload).
     Tx(crate::transactions::Tx),
+    /// An election's observer returned a change (election workload).
+    Observed(Observed),
+    /// A latch's count down or wait returned (latch workload).
+    Latch(LatchCall),
     /// The critical section ended and the guard was released.
     Ended {
         holder: Holder,
@@ -55,6 +63,49 @@ pub enum Record {
         #[serde(flatten)]
         end: HoldEnd,
     },
+}
+
+/// What an observer of an election returned.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Observed {
+    /// The observing task (its `seq` is unused).
+    pub holder: Holder,
+    pub lock: String,
+    /// When `changed()` returned: it read the record before.
+    pub at_us: u64,
+    /// The leader's value (the worker that campaigned, `w<slot>`) and term; `None`:
+    /// nobody led.
+    pub leader: Option<(String, u64)>,
+}
+
+/// One call on a latch: a count down, or a wait for it to open.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LatchCall {
+    pub holder: Holder,
+    /// The lock index's name (`torture:{l}`); the latch is `{lock}:{round}`.
+    pub lock: String,
+    pub round: u64,
+    /// When the call was sent and when its answer came.
+    pub sent_us: u64,
+    pub recv_us: u64,
+    pub call: LatchCallKind,
+}
+
+/// What a latch call was, and what it answered (`None`: it failed).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LatchCallKind {
+    /// `count_down()`: the count left and whether this one opened the latch.
+    CountDown { answer: Option<(u64, bool)> },
+    /// `wait_timeout(d)`: whether the latch was open when it returned.
+    Wait { timeout_us: u64, open: Option<bool> },
+}
+
+impl LatchCall {
+    /// The latch's own name.
+    pub fn latch(&self) -> String {
+        format!("{}:{}", self.lock, self.round)
+    }
 }
 
 /// One rate-limit call.

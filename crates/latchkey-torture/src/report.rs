@@ -74,6 +74,26 @@ fn print_text(report: &Report) {
             t.committed, t.not_written, t.unknown, t.landed_unknown, t.lost_to_amnesia
         );
     }
+    let l = &v.leaders;
+    if l.observed > 0 {
+        println!(
+            "elections: observers told of {} changes ({} to no leader); {} leaders of dropped campaigns, {} of killed workers unlogged, {} older ones after a restore; {} gone leaders checked for being reported gone in time, {} new ones for being reported",
+            l.observed,
+            l.nobody,
+            l.of_dropped_campaigns,
+            l.unlogged_of_killed,
+            l.older_after_restore,
+            l.gone_checked,
+            l.new_checked
+        );
+    }
+    let c = &v.latches;
+    if c.latches > 0 {
+        println!(
+            "latches: {} ({} seen opened, {} touched by data loss), {} count downs, {} waits ({} returned open, {} checked for hearing in time)",
+            c.latches, c.opened, c.after_data_loss, c.count_downs, c.waits, c.woken, c.wake_checked
+        );
+    }
     if v.rates.calls > 0 {
         println!(
             "rate limits: {} calls, {} allowed, {} denied, {} failed; spans over the limit after amnesia {}",

@@ -43,10 +43,12 @@ pub struct HoldRun {
 pub enum Keys {
     /// The lock key: one owner token, with a PTTL.
     Lock,
+    /// The lock of the election of the name (`{name}:lk:elect`), a lock key too.
+    Elected,
     /// The holders set of the semaphore (`sem`) or read-write lock (`rw`) of the
     /// name: members `<weight>*<owner>` scored by lease end.
     Permits(&'static str),
-    /// Nothing to sample (rate limits, transactions).
+    /// Nothing to sample (rate limits, transactions, latches).
     None,
 }
 
@@ -54,10 +56,11 @@ impl Keys {
     /// Where `workload`'s holders are.
     pub fn of(workload: Workload) -> Keys {
         match workload {
-            Workload::Mutex => Keys::Lock,
+            Workload::Mutex | Workload::MultiLock => Keys::Lock,
+            Workload::Election => Keys::Elected,
             Workload::Semaphore => Keys::Permits("sem"),
             Workload::RwLock => Keys::Permits("rw"),
-            Workload::RateLimit | Workload::Transaction => Keys::None,
+            Workload::RateLimit | Workload::Transaction | Workload::Latch => Keys::None,
         }
     }
 
@@ -65,6 +68,7 @@ impl Keys {
     pub fn key(self, lock: &str) -> Option<String> {
         match self {
             Keys::Lock => Some(lock.to_owned()),
+            Keys::Elected => Some(format!("{{{lock}}}:lk:elect")),
             Keys::Permits(kind) => Some(format!("{{{lock}}}:lk:{kind}")),
             Keys::None => None,
         }
@@ -274,8 +278,9 @@ async fn holders(
                     })
                     .collect()
             }
-            Keys::Lock | Keys::None => {
-                pipe.atomic().get(lock).pttl(lock);
+            Keys::Lock | Keys::Elected | Keys::None => {
+                let key = keys.key(lock).unwrap_or_else(|| lock.clone());
+                pipe.atomic().get(&key).pttl(&key);
                 let reply = tokio::time::timeout(SAMPLE_TIMEOUT, pipe.query_async(conn)).await;
                 let (token, pttl): (Option<String>, i64) = reply.ok()?.ok()?;
                 token.map(|token| (token, pttl)).into_iter().collect()

@@ -7,16 +7,20 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use latchkey::store::{Pass, RedisStore, WakeUps};
-use latchkey::{Client, Fencing, Lease, Mutex, MutexGuard, Ttl};
+use latchkey::{Client, Fencing, Lease, LockKey, MultiLock, Mutex, MutexGuard, Ttl};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
 
 use crate::attempt::{
-    Acquire, Permits, RwSide, attempt, release_aborted, release_to_aborted_waiter,
+    Acquire, Attempted, Candidate, Hold, Permits, RwSide, attempt, release_aborted,
+    release_to_aborted_waiter,
 };
 use crate::ratelimits::Rate;
-use crate::record::{Call, HoldEnd, Holder, Mode, Outcome, Record, now_us, wall_us};
+use crate::record::{
+    Call, HoldEnd, Holder, LatchCall, LatchCallKind, Mode, Observed, Outcome, Record, now_us,
+    wall_us,
+};
 use crate::{WorkerArgs, Workload};
 
 /// Share of acquisitions that take a fixed lease and then outlive it, as a process
@@ -39,6 +43,8 @@ const ON_GRANT_SHARE: f64 = 0.25;
 /// a fenced section asks just before its write (after its hold, maybe after a
 /// pause that outlived the lease), the rest never ask.
 const EARLY_FENCE_SHARE: f64 = 0.5;
+/// Share of lock acquisitions through a `Mutex` handle with a local line of its own.
+const OWN_LINE_SHARE: f64 = 0.3;
 /// How long a queued waiter that stopped renewing keeps its place, set explicitly
 /// so the checker's bounds do not move with the library's default.
 pub const WAITER_LEASE: Duration = Duration::from_secs(1);
@@ -97,6 +103,9 @@ pub async fn run(args: WorkerArgs) {
         Workload::RwLock => run_with(client, args, side_of).await,
         Workload::RateLimit => run_tasks(client, args, call_loop).await,
         Workload::Transaction => run_tasks(client, args, tx_loop).await,
+        Workload::Election => run_tasks(client, args, election_task).await,
+        Workload::MultiLock => run_tasks(client, args, multi_loop).await,
+        Workload::Latch => run_tasks(client, args, latch_loop).await,
     }
 }
 
@@ -126,7 +135,7 @@ fn lock<S: Pass + WakeUps>(
         true => Fencing::OnGrant,
         false => Fencing::OnDemand,
     };
-    let mutex = mutex(shared, &format!("torture:{l}"), held)?.with_fencing(fencing);
+    let mutex = mutex(shared, l, held, rng)?.with_fencing(fencing);
     Some((mutex, 1))
 }
 
@@ -146,7 +155,7 @@ fn permits_of(
         .client
         .semaphore(&format!("torture:{l}"), permits)
         .ok()?
-        .with_lease(lease(shared, held)?)
+        .with_lease(lease(shared, held, l)?)
         .with_waiter_lease(Ttl::new(WAITER_LEASE).ok()?);
     Some((Permits { semaphore, weight }, weight))
 }
@@ -163,10 +172,71 @@ fn side_of(
         .client
         .rw_lock(&format!("torture:{l}"))
         .ok()?
-        .with_lease(lease(shared, held)?)
+        .with_lease(lease(shared, held, l)?)
         .with_waiter_lease(Ttl::new(WAITER_LEASE).ok()?);
     let weight = if write { WRITER } else { 1 };
     Some((RwSide { lock, write }, weight))
+}
+
+/// A candidate in the election `torture:{l}`, campaigning as its worker (`w<slot>`).
+fn candidate_of(
+    shared: &Shared<RedisStore>,
+    l: usize,
+    held: Held,
+    _rng: &mut StdRng,
+) -> Option<(Candidate, u64)> {
+    let election = shared
+        .client
+        .election(&format!("torture:{l}"))
+        .ok()?
+        .with_lease(lease(shared, held, l)?)
+        .with_waiter_lease(Ttl::new(WAITER_LEASE).ok()?);
+    let value = format!("w{}", shared.args.worker);
+    Some((Candidate { election, value }, 1))
+}
+
+/// A task of the election workload: it campaigns as the lock workload's tasks take
+/// locks; the first `--locks` tasks of each worker also observe one election each.
+async fn election_task(shared: Shared<RedisStore>, holder: Holder) {
+    let observing = async {
+        if holder.task < shared.args.locks {
+            observe(&shared, holder, holder.task).await;
+        }
+    };
+    tokio::join!(task_loop(shared.clone(), holder, candidate_of), observing);
+}
+
+/// Resolves once the run is stopping.
+async fn stopping<S>(shared: &Shared<S>) {
+    while !shared.stopping.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Logs every leader an observer of election `l` returns, until the run stops.
+async fn observe(shared: &Shared<RedisStore>, holder: Holder, l: usize) {
+    let lock = format!("torture:{l}");
+    let Ok(mut observer) = shared.client.election(&lock).and_then(|e| e.observe()) else {
+        return;
+    };
+    while !shared.stopping.load(Ordering::Relaxed) {
+        // Not cut off by a timer: a timer would make it re-read on its own, and hide
+        // an observer that fails to re-read when a leader's lease ends.
+        let changed = tokio::select! {
+            changed = observer.changed() => changed,
+            () = stopping(shared) => return,
+        };
+        let Ok(leader) = changed else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        shared.write(&Record::Observed(Observed {
+            holder,
+            lock: lock.clone(),
+            at_us: now_us(),
+            leader: leader.map(|leader| (leader.value, leader.term)),
+        }));
+    }
 }
 
 async fn run_with<S, G, A>(client: Client<S>, args: WorkerArgs, target: Target<S, A>)
@@ -207,6 +277,64 @@ async fn tx_loop(shared: Shared<RedisStore>, mut holder: Holder) {
         let failed = tx.outcome == crate::transactions::TxOutcome::Unknown;
         shared.write(&Record::Tx(tx));
         let pause = if failed { 50 } else { rng.random_range(0..5) };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// The count of every latch of the latch workload.
+pub const LATCH_COUNT: u64 = 4;
+/// A new latch per lock index every round.
+pub const LATCH_ROUND_US: u64 = 1_000_000;
+
+/// Counts down the current round's latch of a random lock index, then waits (with
+/// a timeout) for the next round's, logging each call.
+async fn latch_loop(shared: Shared<RedisStore>, mut holder: Holder) {
+    let mut rng = StdRng::seed_from_u64(holder.seed(shared.args.seed));
+    while !shared.stopping.load(Ordering::Relaxed) {
+        holder.seq += 1;
+        let lock = format!("torture:{}", rng.random_range(0..shared.args.locks));
+        let round = now_us() / LATCH_ROUND_US;
+        let call = |round: u64| -> Option<latchkey::latch::Latch> {
+            shared
+                .client
+                .latch(&format!("{lock}:{round}"), LATCH_COUNT)
+                .ok()
+        };
+        let (Some(now), Some(next)) = (call(round), call(round + 1)) else {
+            return;
+        };
+        let sent_us = now_us();
+        let counted = now.count_down().await.ok();
+        let failed = counted.is_none();
+        shared.write(&Record::Latch(LatchCall {
+            holder,
+            lock: lock.clone(),
+            round,
+            sent_us,
+            recv_us: now_us(),
+            call: LatchCallKind::CountDown {
+                answer: counted.map(|c| (c.left, c.opened)),
+            },
+        }));
+        let timeout = Duration::from_millis(rng.random_range(0..1_500));
+        let sent_us = now_us();
+        let open = next.wait_timeout(timeout).await.ok();
+        shared.write(&Record::Latch(LatchCall {
+            holder,
+            lock,
+            round: round + 1,
+            sent_us,
+            recv_us: now_us(),
+            call: LatchCallKind::Wait {
+                timeout_us: crate::record::micros(timeout),
+                open,
+            },
+        }));
+        let pause = if failed || open.is_none() {
+            50
+        } else {
+            rng.random_range(0..20)
+        };
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
 }
@@ -267,6 +395,15 @@ impl<S> Shared<S> {
         }
     }
 
+    /// The lock delay of lock index `l`: `--lock-delay` for the odd ones, so one run
+    /// has locks with and without.
+    fn lock_delay(&self, l: usize) -> Duration {
+        match l % 2 {
+            1 => self.args.lock_delay,
+            _ => Duration::ZERO,
+        }
+    }
+
     /// Task `task` of this worker, before its first attempt.
     fn holder(&self, task: usize) -> Holder {
         Holder {
@@ -318,65 +455,140 @@ where
     while !shared.stopping.load(Ordering::Relaxed) {
         holder.seq += 1;
         let l = rng.random_range(0..shared.args.locks);
-        let lock = format!("torture:{l}");
-        let lease = match (rng.random_bool(OUTLIVE_SHARE), rng.random_bool(LONG_SHARE)) {
-            (true, _) => Held::Outlived,
-            (false, true) => Held::Long,
-            (false, false) => Held::Short,
-        };
+        let lease = Held::pick(&mut rng);
         let Some((mutex, weight)) = target(&shared, l, lease, &mut rng) else {
             return;
         };
         let start_us = now_us();
         let attempted = attempt(&mutex, &mut rng).await;
-        shared.write(&Record::Attempt {
+        shared.log_attempt(holder, l, lease, start_us, &attempted);
+        let Some(guard) = shared.won(attempted.result).await else {
+            continue;
+        };
+        let timing = (attempted.mode, start_us, attempted.end_us);
+        let section = shared.section(holder, l, lease, weight, timing, &mut rng);
+        section.run(&mut shared, guard, &mutex, &mut rng).await;
+    }
+}
+
+/// Takes two or three locks at once (in every mode `attempt` asks), then runs each
+/// lock's section as [`task_loop`] does, side by side: each releases its own lock.
+async fn multi_loop<S: Pass + WakeUps>(shared: Shared<S>, mut holder: Holder) {
+    let mut rng = StdRng::seed_from_u64(holder.seed(shared.args.seed));
+    let most = shared.args.locks.clamp(1, 3);
+    while !shared.stopping.load(Ordering::Relaxed) {
+        holder.seq += 1;
+        let count = rng.random_range(most.min(2)..=most);
+        let picked = rand::seq::index::sample(&mut rng, shared.args.locks, count).into_vec();
+        let lease = Held::pick(&mut rng);
+        let Some(mutexes) = picked
+            .iter()
+            .map(|&l| lock(&shared, l, lease, &mut rng).map(|(mutex, _)| mutex))
+            .collect::<Option<Vec<_>>>()
+        else {
+            return;
+        };
+        let Ok(set) = MultiLock::new(mutexes.clone()) else {
+            return;
+        };
+        let start_us = now_us();
+        let attempted = attempt(&set, &mut rng).await;
+        for &l in &picked {
+            shared.log_attempt(holder, l, lease, start_us, &attempted);
+        }
+        let Some(guard) = shared.won(attempted.result).await else {
+            continue;
+        };
+        let timing = (attempted.mode, start_us, attempted.end_us);
+        let sections = guard.into_guards().into_iter().filter_map(|guard| {
+            let i = mutexes.iter().position(|m| m.key() == guard.key())?;
+            let section = shared.section(holder, picked[i], lease, 1, timing, &mut rng);
+            let (mut shared, mutex) = (shared.clone(), mutexes[i].clone());
+            let mut rng = StdRng::seed_from_u64(rng.random());
+            Some(async move { section.run(&mut shared, guard, &mutex, &mut rng).await })
+        });
+        futures_util::future::join_all(sections.collect::<Vec<_>>()).await;
+    }
+}
+
+impl<S> Shared<S> {
+    /// Logs an attempt on lock index `l`.
+    fn log_attempt<H>(
+        &self,
+        holder: Holder,
+        l: usize,
+        lease: Held,
+        start_us: u64,
+        attempted: &Attempted<H>,
+    ) {
+        let in_redis = lease.ttl(self.args.ttl) + self.lock_delay(l);
+        self.write(&Record::Attempt {
             holder,
-            lock: lock.clone(),
+            lock: format!("torture:{l}"),
             mode: attempted.mode,
             start_us,
             end_us: attempted.end_us,
             timeout_us: attempted.timeout.map(crate::record::micros),
-            ttl_us: crate::record::micros(lease.ttl(shared.args.ttl)),
+            ttl_us: crate::record::micros(in_redis),
             outcome: attempted.outcome(),
         });
-        let guard = match attempted.result {
-            Ok(guard) => guard,
-            // After an error, do not hammer a server that is down.
+    }
+
+    /// What an attempt won, if anything; after an error, a pause first, so as not
+    /// to hammer a server that is down.
+    async fn won<H>(&self, result: Result<H, Outcome>) -> Option<H> {
+        match result {
+            Ok(won) => Some(won),
             Err(Outcome::Error { .. }) => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
+                None
             }
-            Err(_) => continue,
-        };
-        let section = Section {
+            Err(_) => None,
+        }
+    }
+
+    /// The critical section of a hold of lock index `l`, taken with `weight`, by an
+    /// attempt in `mode` that started and won at `(mode, start_us, won_us)`.
+    fn section(
+        &self,
+        holder: Holder,
+        l: usize,
+        lease: Held,
+        weight: u64,
+        (mode, start_us, won_us): (Mode, u64, u64),
+        rng: &mut StdRng,
+    ) -> Section {
+        let ttl = self.args.ttl;
+        let lock_delay = self.lock_delay(l);
+        Section {
             holder,
-            lock,
-            mode: attempted.mode,
+            lock: format!("torture:{l}"),
+            mode,
             attempt_start_us: start_us,
-            acquired_us: attempted.end_us,
-            ttl: lease.ttl(shared.args.ttl),
+            acquired_us: won_us,
+            ttl: lease.ttl(ttl) + lock_delay,
+            lock_delay,
             weight,
             // Concurrent holders of a semaphore write in any order: only a holder
             // alone can be fenced.
-            fenced: match shared.args.workload {
-                Workload::Mutex => true,
+            fenced: match self.args.workload {
+                Workload::Mutex | Workload::Election | Workload::MultiLock => true,
                 Workload::Semaphore => permits(l) == 1,
                 Workload::RwLock => weight == WRITER,
-                Workload::RateLimit | Workload::Transaction => false,
+                Workload::RateLimit | Workload::Transaction | Workload::Latch => false,
             },
             hold: match lease {
-                Held::Outlived => shared.args.ttl * 2,
+                Held::Outlived => ttl * 2,
                 // A renewal is due (or in flight) just as the release goes out.
                 Held::Short if rng.random_bool(RENEWAL_DUE_SHARE) => {
-                    shared.args.ttl / 3 + Duration::from_millis(rng.random_range(0..15))
+                    ttl / 3 + Duration::from_millis(rng.random_range(0..15))
                 }
                 // Through several renewals: a lease that ends under it (a clock
                 // jump, an operator) must be heard of at the next one.
-                Held::Short if rng.random_bool(RENEWED_SHARE) => shared.args.ttl * 3 / 2,
+                Held::Short if rng.random_bool(RENEWED_SHARE) => ttl * 3 / 2,
                 Held::Short | Held::Long => Duration::from_millis(rng.random_range(1..20)),
             },
-        };
-        section.run(&mut shared, guard, &mutex, &mut rng).await;
+        }
     }
 }
 
@@ -392,6 +604,15 @@ pub enum Held {
 }
 
 impl Held {
+    /// A lease picked at random, in the shares above.
+    fn pick(rng: &mut StdRng) -> Self {
+        match (rng.random_bool(OUTLIVE_SHARE), rng.random_bool(LONG_SHARE)) {
+            (true, _) => Held::Outlived,
+            (false, true) => Held::Long,
+            (false, false) => Held::Short,
+        }
+    }
+
     fn ttl(self, run_ttl: Duration) -> Duration {
         match self {
             Held::Long => LONG_TTL,
@@ -400,24 +621,41 @@ impl Held {
     }
 }
 
-/// The lock as this acquisition wants it: renewed, or a fixed lease it will outlive.
-fn mutex<S: Pass + WakeUps>(shared: &Shared<S>, lock: &str, held: Held) -> Option<Mutex<S>> {
-    let mutex = shared.client.mutex(lock).ok()?;
+/// Lock `l` as this acquisition wants it: renewed, or a fixed lease it will outlive.
+/// Most through the client (whose handles share a local line, so one task of the
+/// process waits in Redis); some through a handle of their own (`Mutex::new`), so
+/// several tasks of one process wait in the Redis line and hear their turns on one
+/// subscriber.
+fn mutex<S: Pass + WakeUps>(
+    shared: &Shared<S>,
+    l: usize,
+    held: Held,
+    rng: &mut StdRng,
+) -> Option<Mutex<S>> {
+    let name = format!("torture:{l}");
+    let mutex = match rng.random_bool(OWN_LINE_SHARE) {
+        true => Mutex::new(
+            shared.client.store().clone(),
+            LockKey::new(shared.client.prefix(), &name).ok()?,
+        ),
+        false => shared.client.mutex(&name).ok()?,
+    };
     let waiter_lease = Ttl::new(WAITER_LEASE).ok()?;
     Some(
         mutex
-            .with_lease(lease(shared, held)?)
+            .with_lease(lease(shared, held, l)?)
             .with_waiter_lease(waiter_lease),
     )
 }
 
-/// The lease `held` asks for.
-fn lease<S>(shared: &Shared<S>, held: Held) -> Option<Lease> {
+/// The lease `held` asks for, of lock index `l`.
+fn lease<S>(shared: &Shared<S>, held: Held, l: usize) -> Option<Lease> {
     let ttl = held.ttl(shared.args.ttl);
     match held {
         Held::Outlived => Lease::fixed(ttl),
         Held::Short | Held::Long => Lease::renewed(ttl),
     }
+    .and_then(|lease| lease.with_lock_delay(shared.lock_delay(l)))
     .ok()
 }
 
@@ -428,8 +666,9 @@ struct Section {
     mode: Mode,
     attempt_start_us: u64,
     acquired_us: u64,
-    /// The lease asked for.
+    /// How long Redis keeps the lock: the lease asked for and its lock delay.
     ttl: Duration,
+    lock_delay: Duration,
     /// Permits taken (1 for a lock).
     weight: u64,
     /// Whether the section does a fenced write (only a holder alone can).
@@ -438,16 +677,17 @@ struct Section {
 }
 
 impl Section {
-    async fn run<S, G: Pass + WakeUps>(
+    async fn run<S, G: Pass + WakeUps, A: Acquire<G>>(
         self,
         shared: &mut Shared<S>,
-        guard: MutexGuard<G>,
-        mutex: &impl Acquire<G>,
+        held: A::Held,
+        mutex: &A,
         rng: &mut StdRng,
     ) {
+        let guard = held.guard();
         let mut fence_computed = None;
         let early = match rng.random_bool(EARLY_FENCE_SHARE) {
-            true => ask_fence(&guard, &mut fence_computed).await,
+            true => ask_fence(guard, &mut fence_computed).await,
             false => guard.known_fence(),
         };
         shared.write(&Record::Acquired {
@@ -459,19 +699,20 @@ impl Section {
             at_us: self.acquired_us,
             ttl_us: crate::record::micros(self.ttl),
             weight: self.weight,
+            lock_delay_us: crate::record::micros(self.lock_delay),
         });
         let section_start = now_us();
         tokio::time::sleep(self.hold).await;
         let (fence, write_sent_us, write_accepted) =
-            self.write(shared, &guard, &mut fence_computed).await;
+            self.write(shared, guard, &mut fence_computed).await;
         let section_end = now_us();
         let valid_until = guard.valid_until();
         let lost_token = guard.lost_token();
         let release_us = now_us();
         let (released, aborted) = match self.mode {
-            Mode::AbortRelease => release_aborted(guard, rng).await,
-            Mode::AbortHandoff => (release_to_aborted_waiter(guard, mutex, rng).await, false),
-            _ => (guard.release().await.ok(), false),
+            Mode::AbortRelease => release_aborted(held, rng).await,
+            Mode::AbortHandoff => (release_to_aborted_waiter(held, mutex, rng).await, false),
+            _ => (held.release().await.ok(), false),
         };
         let release_end_us = now_us();
         // Lost: the signal fired, or the lease had run out by the holder's clock.

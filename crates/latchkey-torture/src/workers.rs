@@ -112,6 +112,8 @@ impl Workers {
                     .map_or("mutex".to_owned(), |v| v.get_name().to_owned()),
             )
             .args(self.args.wait_replicas.then_some("--wait-replicas"))
+            .arg("--lock-delay")
+            .arg(humantime::format_duration(self.args.lock_delay).to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(started.stderr(&self.dir))?)

@@ -86,6 +86,16 @@ use crate::semaphore::PermitStore;
 use crate::store::{Inspect, LockStatus, Pass, RedisStore, WakeUps};
 use crate::token::OwnerToken;
 
+mod election;
+mod latch;
+mod multilock;
+mod upgradeable;
+
+pub use election::{Election, Leadership, Observer};
+pub use latch::{Barrier, Latch};
+pub use multilock::{MultiLock, MultiLockGuard};
+pub use upgradeable::UpgradeableRead;
+
 /// Blocking twin of [`crate::Client`].
 ///
 /// ```no_run
@@ -201,6 +211,60 @@ impl Client<RedisStore> {
     pub fn semaphore(&self, name: &str, permits: u64) -> Result<Semaphore> {
         Ok(Semaphore {
             inner: self.inner.semaphore(name, permits)?,
+            runtime: self.runtime.clone(),
+        })
+    }
+
+    /// The leader election called `name` (see [`crate::Client::election`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::election`]: [`Error::InvalidArgument`] for an invalid name.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let leadership = client.election("scheduler")?.campaign("host-a")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn election(&self, name: &str) -> Result<Election> {
+        Ok(Election {
+            inner: self.inner.election(name)?,
+            runtime: self.runtime.clone(),
+        })
+    }
+
+    /// The count-down latch called `name`, of `count` (see [`crate::Client::latch`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::latch`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// client.latch("nightly:shards-loaded", 3)?.count_down()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn latch(&self, name: &str, count: u64) -> Result<Latch> {
+        Ok(Latch {
+            inner: self.inner.latch(name, count)?,
+            runtime: self.runtime.clone(),
+        })
+    }
+
+    /// A barrier called `name` of `parties` (see [`crate::Client::barrier`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::barrier`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// client.barrier("migration:stage-1", 4)?.arrive_and_wait()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn barrier(&self, name: &str, parties: u64) -> Result<Barrier> {
+        Ok(Barrier {
+            inner: self.inner.barrier(name, parties)?,
             runtime: self.runtime.clone(),
         })
     }
@@ -373,6 +437,28 @@ impl<S: Pass + WakeUps> Client<S> {
     pub fn mutex(&self, name: &str) -> Result<Mutex<S>> {
         Ok(Mutex {
             inner: self.inner.mutex(name)?,
+            runtime: self.runtime.clone(),
+        })
+    }
+
+    /// Several locks taken together, all or none (see
+    /// [`crate::Client::multi_lock`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for no name or an invalid one.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::blocking::Client) -> latchkey::Result<()> {
+    /// let both = client.multi_lock(["account:1", "account:2"])?.lock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn multi_lock<N: AsRef<str>>(
+        &self,
+        names: impl IntoIterator<Item = N>,
+    ) -> Result<MultiLock<S>> {
+        Ok(MultiLock {
+            inner: self.inner.multi_lock(names)?,
             runtime: self.runtime.clone(),
         })
     }
@@ -689,8 +775,9 @@ impl<S: Pass + WakeUps> Mutex<S> {
     pub fn with_lock<T>(&self, work: impl FnOnce(&MutexGuard<S>) -> T) -> Result<T> {
         let guard = self.lock()?;
         let value = work(&guard);
+        let error = guard.inner().lost_error();
         if guard.is_lost() || !guard.release()? {
-            return Err(Error::lease_lost(self.key()));
+            return Err(error);
         }
         Ok(value)
     }
@@ -930,6 +1017,19 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
     /// ```
     pub fn is_lost(&self) -> bool {
         self.inner().is_lost()
+    }
+
+    /// Whether the hold reached the limit its lease set
+    /// ([`Lease::with_max_hold`](crate::Lease::with_max_hold)); then
+    /// [`is_lost`](Self::is_lost) is true too.
+    ///
+    /// ```no_run
+    /// # fn demo(guard: latchkey::blocking::MutexGuard) {
+    /// if guard.hold_limit_reached() { eprintln!("held too long: stop"); }
+    /// # }
+    /// ```
+    pub fn hold_limit_reached(&self) -> bool {
+        self.inner().hold_limit_reached()
     }
 
     /// The `lost` signal as a token another thread can check or wait on (see
@@ -1410,6 +1510,68 @@ impl RwLock {
     /// ```
     pub fn try_write(&self) -> Result<SemaphorePermit> {
         acquire(&self.runtime, self.inner.try_write())
+    }
+
+    /// Takes an upgradeable read (see [`crate::RwLock::upgradeable_read_timeout`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RwLock::upgradeable_read_timeout`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(config: latchkey::blocking::RwLock) -> latchkey::Result<()> {
+    /// let guard = config.upgradeable_read_timeout(std::time::Duration::from_secs(1))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn upgradeable_read_timeout(&self, wait: Duration) -> Result<UpgradeableRead> {
+        let inner = block_on(&self.runtime, self.inner.upgradeable_read_timeout(wait))??;
+        Ok(self.upgradeable(inner))
+    }
+
+    /// Takes an upgradeable read, blocking as long as it takes (see
+    /// [`crate::RwLock::upgradeable_read`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RwLock::upgradeable_read`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(config: latchkey::blocking::RwLock) -> latchkey::Result<()> {
+    /// let guard = config.upgradeable_read()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn upgradeable_read(&self) -> Result<UpgradeableRead> {
+        let inner = block_on(&self.runtime, self.inner.upgradeable_read())??;
+        Ok(self.upgradeable(inner))
+    }
+
+    fn upgradeable(&self, inner: crate::UpgradeableRead) -> UpgradeableRead {
+        UpgradeableRead {
+            inner: Some(inner),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// Turns a write guard into a read guard with no writer in between (see
+    /// [`crate::RwLock::downgrade`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RwLock::downgrade`], and [`Error::Runtime`].
+    ///
+    /// ```no_run
+    /// # fn demo(config: latchkey::blocking::RwLock) -> latchkey::Result<()> {
+    /// let write = config.write()?;
+    /// let read = config.downgrade(write)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn downgrade(&self, mut write: SemaphorePermit) -> Result<SemaphorePermit> {
+        let Some(inner) = write.inner.take() else {
+            return Err(Error::InvalidArgument(
+                "the guard was already released".to_owned(),
+            ));
+        };
+        acquire(&self.runtime, self.inner.downgrade(inner))
     }
 
     /// Readers holding the lock now, or [`u64::MAX`] while a writer holds it (see

@@ -1,9 +1,12 @@
 //! The entry point: a connection (or store) plus a key prefix.
 
+use crate::election::Election;
 use crate::error::Result;
 use crate::key::{Kind, LockKey, Prefix};
+use crate::latch::{Barrier, Latch};
 use crate::lock::LocalLocks;
 use crate::lock::Mutex;
+use crate::multilock::MultiLock;
 use crate::quorum::QuorumStore;
 use crate::ratelimit::{Policy, RateLimiter};
 use crate::store::{Connection, Inspect, LockStatus, Pass, RateStore, RedisStore, WakeUps};
@@ -298,6 +301,35 @@ impl<S: Pass + WakeUps> Client<S> {
             self.local.clone(),
         ))
     }
+
+    /// Several locks taken together, all or none, by name: see [`MultiLock`] for
+    /// how, and why callers naming them in different orders never deadlock. Each
+    /// is a lock as [`mutex`](Self::mutex) makes it (plain, renewed 30 s lease),
+    /// and the same name given twice is one lock. On a Redis Cluster the names may
+    /// hash to different slots.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for no name, or a
+    /// name [`LockKey::new`] refuses.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let transfer = client.multi_lock(["account:7", "account:3"])?;
+    /// let both = transfer.lock().await?;
+    /// both.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn multi_lock<N: AsRef<str>>(
+        &self,
+        names: impl IntoIterator<Item = N>,
+    ) -> Result<MultiLock<S>> {
+        let mutexes = names
+            .into_iter()
+            .map(|name| self.mutex(name.as_ref()))
+            .collect::<Result<Vec<_>>>()?;
+        MultiLock::new(mutexes)
+    }
 }
 
 /// Listing locks, on stores that can look at them.
@@ -380,6 +412,62 @@ impl Client<RedisStore> {
     pub fn semaphore(&self, name: &str, permits: u64) -> Result<Semaphore> {
         let key = LockKey::namespaced(&self.prefix, name, Kind::Semaphore)?;
         Semaphore::new(self.store.clone(), key, permits)
+    }
+
+    /// The leader election called `name`: one leader at a time, with a term that
+    /// grows from leader to leader (see [`election`](crate::election)). Nothing is
+    /// sent to Redis until a campaign or a read.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name
+    /// (see [`LockKey::new`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let leadership = client.election("scheduler")?.campaign("host-a").await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn election(&self, name: &str) -> Result<Election> {
+        let key = LockKey::recipe(&self.prefix, name, "elect")?;
+        Ok(Election::new(self.store.clone(), key, self.local.clone()))
+    }
+
+    /// The count-down latch called `name`, of `count`: it opens once `count` count
+    /// downs have landed (see [`latch`](crate::latch)). Nothing is sent to Redis
+    /// until it is counted down or read.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name
+    /// (see [`LockKey::new`]), or a count of 0 or over [`latch::MAX_COUNT`](crate::latch::MAX_COUNT).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let loaded = client.latch("nightly:shards-loaded", 3)?;
+    /// loaded.count_down().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn latch(&self, name: &str, count: u64) -> Result<Latch> {
+        let key = LockKey::recipe(&self.prefix, name, "latch")?;
+        Latch::new(self.store.clone(), key, count)
+    }
+
+    /// A barrier called `name` of `parties`: a latch each party counts down on
+    /// arrival, then waits on (see [`latch`](crate::latch)). A barrier and a latch
+    /// of one name are the same latch.
+    ///
+    /// # Errors
+    ///
+    /// As [`latch`](Self::latch).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// client.barrier("migration:stage-1", 4)?.arrive_and_wait().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn barrier(&self, name: &str, parties: u64) -> Result<Barrier> {
+        Ok(Barrier::new(self.latch(name, parties)?))
     }
 
     /// A read-write lock on `name`: many readers or one writer, writers first.

@@ -112,6 +112,21 @@ pub enum Error {
         key: String,
     },
 
+    /// The hold reached the limit its lease set
+    /// ([`Lease::with_max_hold`](crate::Lease::with_max_hold)): the holder must
+    /// stop counting on the lock, which is no longer renewed.
+    #[error(
+        "{kind} {name:?} reached its hold limit of {limit:?}: it is no longer renewed, and no longer protects this holder"
+    )]
+    HoldLimit {
+        /// What was held: a lock, or a semaphore's or read-write lock's permits.
+        kind: crate::Kind,
+        /// Its name, prefix included, as it was made.
+        name: String,
+        /// The limit.
+        limit: Duration,
+    },
+
     /// Redis could not be reached, or did not answer in time (1 s for a reply, 2 s
     /// for a connect, on connections latchkey makes). Transient: waiting calls retry
     /// it. A request whose reply was lost may still have run.
@@ -526,6 +541,15 @@ impl Error {
             kind: key.kind(),
             name: key.name().to_owned(),
             key: key.to_string(),
+        }
+    }
+
+    /// [`Error::HoldLimit`] for what `key` belongs to.
+    pub(crate) fn hold_limit(key: &crate::LockKey, limit: Duration) -> Self {
+        Error::HoldLimit {
+            kind: key.kind(),
+            name: key.name().to_owned(),
+            limit,
         }
     }
 

@@ -10,9 +10,9 @@ const MAX_NAME_LEN: usize = 1024;
 /// Longest prefix accepted, in bytes.
 const MAX_PREFIX_LEN: usize = 256;
 /// Suffixes of companion keys; a lock name may not end with one.
-const COMPANION_KINDS: [&str; 14] = [
+const COMPANION_KINDS: [&str; 17] = [
     "fence", "queue", "leases", "wake", "rate", "cooldown", "log", "tally", "gcra", "sem", "rw",
-    "used", "ended", "permits",
+    "used", "ended", "permits", "elect", "leader", "latch",
 ];
 
 /// What kind of latchkey primitive something is: named in messages
@@ -212,6 +212,29 @@ impl LockKey {
     pub(crate) fn sibling(&self, kind: Kind) -> Self {
         let key = self.companion(kind.companion());
         LockKey::with_companions(kind, self.0.name.clone(), key.clone(), &key)
+    }
+
+    /// The companion `kind` of this key as a key of its own, with its own channel
+    /// (an election's leader record, where observers listen apart from the
+    /// candidates waiting for the lock).
+    pub(crate) fn companion_key(&self, kind: &str) -> Self {
+        let key = self.companion(kind);
+        LockKey::with_companions(self.kind(), self.0.name.clone(), key.clone(), &key)
+    }
+
+    /// The keys of a recipe named `prefix + name` that keeps its state in the
+    /// companion `kind` of that name (an election's lock `{app:jobs}:lk:elect`, a
+    /// latch's count `{app:jobs}:lk:latch`), so it never shares a key with a lock of
+    /// the name; its own companions (channel, fence, a leader record) hang off that
+    /// key, in the same hash slot.
+    pub(crate) fn recipe(prefix: &Prefix, name: &str, kind: &str) -> Result<Self> {
+        let key = LockKey::new(prefix, name)?.companion(kind);
+        Ok(LockKey::with_companions(
+            Kind::Lock,
+            [prefix.as_str(), name].concat(),
+            key.clone(),
+            &key,
+        ))
     }
 
     /// The key `key` of the `kind` named `name`, its companions named after

@@ -93,6 +93,33 @@ impl Ttl {
         self.0
     }
 
+    /// This lease with `more` added: what Redis keeps a lock for when a lock delay
+    /// follows the holder's lease ([`Lease::with_lock_delay`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when the sum is above ten years.
+    pub(crate) fn plus(self, more: Duration) -> Result<Self> {
+        match more.is_zero() {
+            true => Ok(self),
+            false => Ttl::new(self.0 + more),
+        }
+    }
+
+    /// The end of the holder's lease, from the instant until which Redis surely
+    /// keeps a lock it set for this lease plus `delay` (`in_redis.valid_until(sent)`):
+    /// `sent + lease - drift(lease)`. The drift allowance is linear in the length, so
+    /// the two ends are a fixed `delay - delay/100` apart whatever the lease (an
+    /// extend may ask for another length); one µs more keeps the rounding of the
+    /// divisions on the safe side.
+    pub(crate) fn lease_end(redis_ends: Instant, delay: Duration) -> Instant {
+        if delay.is_zero() {
+            return redis_ends;
+        }
+        let apart = delay - delay / 100 + Duration::from_micros(1);
+        redis_ends.checked_sub(apart).unwrap_or(redis_ends)
+    }
+
     /// The allowance for clock-rate differences between us and Redis:
     /// 1 % of the lease plus 2 ms, as in the Redlock algorithm.
     pub(crate) fn drift(self) -> Duration {
@@ -145,6 +172,8 @@ impl TryFrom<Duration> for Ttl {
 pub struct Lease {
     ttl: Ttl,
     renewed: bool,
+    max_hold: Option<Duration>,
+    lock_delay: Duration,
 }
 
 impl Lease {
@@ -171,6 +200,8 @@ impl Lease {
         Ok(Lease {
             ttl: Ttl::at_least(ttl, Self::MIN_FIXED, "a fixed lease")?,
             renewed: false,
+            max_hold: None,
+            lock_delay: Duration::ZERO,
         })
     }
 
@@ -191,6 +222,8 @@ impl Lease {
         Ok(Lease {
             ttl: Ttl::at_least(ttl, Self::MIN_RENEWED, "a renewed lease")?,
             renewed: true,
+            max_hold: None,
+            lock_delay: Duration::ZERO,
         })
     }
 
@@ -211,6 +244,109 @@ impl Lease {
     pub fn is_renewed(self) -> bool {
         self.renewed
     }
+
+    /// This lease, with every hold limited to `limit` from its grant: a cap on a
+    /// holder that hangs, or loops, while its watchdog keeps the lock alive.
+    ///
+    /// At the limit the guard's [`lost`](crate::MutexGuard::lost) signal fires and
+    /// [`is_lost`](crate::MutexGuard::is_lost) turns true, as when a lease is lost;
+    /// [`fence`](crate::MutexGuard::fence), [`extend`](crate::MutexGuard::extend) and
+    /// [`detach`](crate::MutexGuard::detach) then fail with [`Error::HoldLimit`], and
+    /// an extend before it is cut to what is left of the limit. The watchdog stops
+    /// renewing as soon as the lease in Redis covers the rest of the limit, so the
+    /// lock ends by itself at most one lease (and the lock delay) after the limit if
+    /// the holder never releases it (releasing it, or dropping the guard, frees it at
+    /// once). The limit counts from when this process learned of the grant: Redis may
+    /// have granted it up to a round trip earlier. A hold detached before the limit
+    /// and adopted elsewhere gets the adopter's lease, and its limit counts afresh.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a limit of zero or above ten years.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// // Renewed every 10 s while held, but never held for more than 5 minutes.
+    /// let lease = latchkey::Lease::renewed(Duration::from_secs(30))?
+    ///     .with_max_hold(Duration::from_secs(300))?;
+    /// assert_eq!(lease.max_hold(), Some(Duration::from_secs(300)));
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn with_max_hold(self, limit: Duration) -> Result<Self> {
+        let limit = Ttl::at_least(limit, Duration::from_millis(1), "a hold limit")?;
+        Ok(Lease {
+            max_hold: Some(limit.as_duration()),
+            ..self
+        })
+    }
+
+    /// This lease, with a lock delay (Consul's `lock-delay`): when a holder's lease
+    /// runs out without a release (it crashed, froze or was cut off), nobody gets the
+    /// lock for `delay` more. A holder paused past its lease that wakes and writes
+    /// without checking its [fencing token](crate#fencing) then still finds no new
+    /// holder in the middle of its work, if it wakes within the delay.
+    ///
+    /// The holder's own view does not change: its guard's
+    /// [`validity`](crate::MutexGuard::validity) and `lost` signal follow the lease,
+    /// not the delay. Redis keeps the lock for the lease plus the delay (so `status`
+    /// shows that much left), and a release frees it at once, as always. Permits of a
+    /// semaphore and holds of a read-write lock taken with this lease get the same
+    /// delay. A detached hold ([`MutexGuard::detach`](crate::MutexGuard::detach))
+    /// keeps it only if whoever extends it uses a mutex with the same delay. On a
+    /// quorum, the per-node deadline (5 % of the lease) and the check that a grant
+    /// did not come too late count the lease and the delay together.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when the lease plus the delay is above ten years.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// // A crashed holder blocks others for 10 s of lease, then 15 s more.
+    /// let lease = latchkey::Lease::renewed(Duration::from_secs(10))?
+    ///     .with_lock_delay(Duration::from_secs(15))?;
+    /// assert_eq!(lease.lock_delay(), Duration::from_secs(15));
+    /// # Ok::<(), latchkey::Error>(())
+    /// ```
+    pub fn with_lock_delay(self, delay: Duration) -> Result<Self> {
+        // Whole milliseconds, as Redis counts them (a sum above ten years is refused
+        // below, so the milliseconds fit).
+        let millis = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        let delay = Duration::from_millis(millis.min(MAX_TTL.as_millis() as u64 + 1));
+        self.ttl.plus(delay)?;
+        Ok(Lease {
+            lock_delay: delay,
+            ..self
+        })
+    }
+
+    /// The lock delay set with [`with_lock_delay`](Self::with_lock_delay) (zero by
+    /// default).
+    ///
+    /// ```
+    /// assert!(latchkey::Lease::default().lock_delay().is_zero());
+    /// ```
+    pub fn lock_delay(self) -> Duration {
+        self.lock_delay
+    }
+
+    /// How long Redis keeps a lock taken with this lease: the lease and the lock
+    /// delay.
+    pub(crate) fn in_redis(self) -> Ttl {
+        // Checked by `with_lock_delay`.
+        self.ttl.plus(self.lock_delay).unwrap_or(self.ttl)
+    }
+
+    /// The hold limit, if one was set with [`with_max_hold`](Self::with_max_hold).
+    ///
+    /// ```
+    /// assert_eq!(latchkey::Lease::default().max_hold(), None);
+    /// ```
+    pub fn max_hold(self) -> Option<Duration> {
+        self.max_hold
+    }
 }
 
 impl Default for Lease {
@@ -218,6 +354,8 @@ impl Default for Lease {
         Lease {
             ttl: Ttl::DEFAULT,
             renewed: true,
+            max_hold: None,
+            lock_delay: Duration::ZERO,
         }
     }
 }

@@ -31,8 +31,11 @@
 //!
 //! One Redis server, a primary with replicas, Sentinel and Redis Cluster all work the
 //! same way; see [Deployments](#deployments). Synchronous callers use [`blocking`].
-//! Beyond the lock: [`Semaphore`], [`RwLock`], rate limits ([`ratelimit`]) and
-//! optimistic transactions ([`transaction`]); see [Beyond the lock](#beyond-the-lock).
+//! Beyond the lock: [`Semaphore`], [`RwLock`], several locks at once ([`MultiLock`]),
+//! leader election ([`election`]),
+//! latches and barriers ([`latch`]), rate
+//! limits ([`ratelimit`]) and optimistic transactions ([`transaction`]); see
+//! [Beyond the lock](#beyond-the-lock).
 //! The atomic steps under every lock are the
 //! [`store`] traits (a core [`store::LockStore`] plus capabilities); the key layout
 //! is described on [`LockKey`], and the Lua scripts in the `scripts/` folder of the
@@ -76,7 +79,11 @@
 //!   operator broke it with [`Mutex::force_release`]);
 //! - Redis did not answer a renewal before the lease would end (a renewal that fails
 //!   with an error is retried every tenth of the lease while time is left);
-//! - the lease ran out by our clock (a fixed lease that was not extended in time).
+//! - the lease ran out by our clock (a fixed lease that was not extended in time);
+//! - the hold reached its limit ([`Lease::with_max_hold`]): a renewed lease keeps a
+//!   hung holder's lock for ever, so a limit caps it. Renewals stop once the lease
+//!   covers the rest of the limit, [`MutexGuard::hold_limit_reached`] tells this case
+//!   apart, and `fence` and `extend` then fail with [`Error::HoldLimit`].
 //!
 //! latchkey cannot stop your code when that happens. Select on `lost()`, or let
 //! [`Mutex::with_lock`] do it. Whatever still runs afterwards is not protected by the
@@ -97,6 +104,12 @@
 //! let was_still_ours = guard.release().await?; // false: the lease had run out
 //! # Ok(()) }
 //! ```
+//!
+//! A lock delay ([`Lease::with_lock_delay`], Consul's `lock-delay`) keeps the lock
+//! from everyone for a while after a lease that ran out without a release: a holder
+//! paused past its lease that wakes within the delay finds no new holder in the
+//! middle of its work, even if it writes without checking its fencing token. The
+//! guard still counts on the lease alone, and a release frees the lock at once.
 //!
 //! Choose the lease by what a crash may cost: a longer lease keeps the others out
 //! longer after a holder dies; a shorter one tolerates less delay from Redis and the
@@ -410,15 +423,18 @@
 //! | what | for | made by |
 //! |---|---|---|
 //! | [`Semaphore`] | at most N at once (weighted, FIFO, each permit a lease with its own fence) | [`Client::semaphore`] |
-//! | [`RwLock`] | many readers or one writer, writers not starved | [`Client::rw_lock`] |
+//! | [`RwLock`] | many readers or one writer, writers not starved; downgrade, upgradeable reads | [`Client::rw_lock`] |
+//! | [`MultiLock`] | several locks at once, all or none, never deadlocking | [`Client::multi_lock`] |
+//! | [`election::Election`] | one leader at a time, terms that grow, observers told of changes | [`Client::election`] |
+//! | [`latch::Latch`], [`latch::Barrier`] | wait until N events happened, or N parties arrived (opens once, woken by pub/sub) | [`Client::latch`], [`Client::barrier`] |
 //! | [`ratelimit::RateLimiter`] | cooldown, fixed window, exact sliding window, GCRA | [`Client::rate_limiter`] |
 //! | [`transaction::Transaction`] | read-check-write without a lock (WATCH/MULTI/EXEC, bounded retries) | [`Client::transaction`], [`MutexGuard::transaction`] |
 //!
 //! Permits and read/write guards are [`MutexGuard`]s over a
 //! [`semaphore::PermitStore`], so leases, the watchdog, [`lost`](MutexGuard::lost),
 //! fencing and cancel safety work as for a lock. Each keeps its state in companion
-//! keys of its name (`{name}:lk:sem`, `{name}:lk:rw`, `{name}:lk:gcra` …), never a
-//! lock's. Semaphores, read-write locks and transactions need one Redis deployment
+//! keys of its name (`{name}:lk:sem`, `{name}:lk:rw`, `{name}:lk:elect`, `{name}:lk:gcra`
+//! …), never a lock's; a multi-lock's locks are ordinary locks. Semaphores, read-write locks, elections and transactions need one Redis deployment
 //! (not a quorum); transactions, one server or a Sentinel-managed primary.
 //!
 //! ```no_run
@@ -536,11 +552,14 @@ pub use redis;
 
 pub mod blocking;
 mod client;
+pub mod election;
 mod error;
 pub mod inspect;
 mod key;
+pub mod latch;
 mod lease;
 mod lock;
+pub mod multilock;
 pub mod quorum;
 pub mod ratelimit;
 mod rwlock;
@@ -555,7 +574,8 @@ pub use error::{ACL_RULES, Cause, Error, Result};
 pub use key::{Kind, LockKey, Prefix};
 pub use lease::{Lease, Ttl};
 pub use lock::{Fairness, Fencing, HoldToken, Mutex, MutexGuard, finish_background_releases};
-pub use rwlock::RwLock;
+pub use multilock::{MultiLock, MultiLockGuard};
+pub use rwlock::{RwLock, UpgradeableRead};
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use store::LockStatus;
 pub use token::OwnerToken;

@@ -134,3 +134,30 @@ fn the_blocking_api_has_what_the_async_one_has() {
     assert!(guard.is_lost());
     assert!(lost.is_cancelled(), "the lost token never fired");
 }
+
+#[test]
+fn the_blocking_api_keeps_hold_limits_and_lock_delays() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let lease = latchkey::Lease::renewed(Duration::from_millis(300))
+        .unwrap()
+        .with_max_hold(Duration::from_millis(400))
+        .unwrap()
+        .with_lock_delay(Duration::from_secs(1))
+        .unwrap();
+    let mutex = client.mutex("capped").unwrap().with_lease(lease);
+    let result = mutex.with_lock(|guard| {
+        std::thread::sleep(Duration::from_millis(500));
+        (guard.is_lost(), guard.hold_limit_reached())
+    });
+    // The limit ended the hold: with_lock says so, and the guard saw it.
+    assert!(matches!(result, Err(Error::HoldLimit { .. })), "{result:?}");
+    // The guard's release frees the lock at once, delay or not (unreleased, the
+    // lease and the delay would keep it for more than a second).
+    let mut conn = server.connection().unwrap();
+    let freed = std::time::Instant::now();
+    while conn.exists::<_, bool>("capped").unwrap() {
+        assert!(freed.elapsed() < Duration::from_millis(300), "not released");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -179,3 +179,116 @@ fn a_blocking_quorum_client_locks_on_a_majority() {
     drop(taken);
     assert!(!report.is_locked().unwrap());
 }
+
+#[test]
+fn a_blocking_election_leads_one_at_a_time_and_resigns_on_drop() {
+    let server = RedisServer::start().unwrap();
+    let (a, b) = (client(&server), client(&server));
+    let election = a.election("jobs").unwrap();
+    let mut observer = b.election("jobs").unwrap().observe().unwrap();
+    assert_eq!(observer.changed().unwrap(), None);
+    let leading = election.campaign("host-a").unwrap();
+    assert!(!leading.is_lost());
+    assert!(leading.validity() > Duration::from_secs(20));
+    let seen = observer.changed().unwrap().unwrap();
+    assert_eq!((seen.value.as_str(), seen.term), ("host-a", leading.term()));
+    let other = b.election("jobs").unwrap();
+    assert!(matches!(
+        other.try_campaign("host-b"),
+        Err(Error::Busy { .. })
+    ));
+    let term = leading.term();
+    drop(leading);
+    let next = other
+        .campaign_timeout("host-b", Duration::from_secs(1))
+        .unwrap();
+    assert!(next.term() > term);
+    assert_eq!(other.leader().unwrap().unwrap().value, "host-b");
+    assert!(next.resign().unwrap());
+    assert_eq!(election.leader().unwrap(), None);
+}
+
+#[test]
+fn a_blocking_latch_and_barrier_open_once_everyone_arrived() {
+    let server = RedisServer::start().unwrap();
+    let (a, b) = (client(&server), client(&server));
+    let latch = a.latch("loaded", 2).unwrap();
+    let other = b.latch("loaded", 2).unwrap();
+    let waiting = std::thread::spawn(move || other.wait_timeout(Duration::from_secs(10)).unwrap());
+    assert_eq!(latch.count_down().unwrap().left, 1);
+    assert_eq!(latch.left().unwrap(), 1);
+    assert!(!latch.wait_timeout(Duration::from_millis(50)).unwrap());
+    assert!(latch.count_down().unwrap().opened);
+    assert!(waiting.join().unwrap());
+    latch.wait().unwrap();
+    let barrier = b.barrier("stage", 2).unwrap();
+    let party = std::thread::spawn(move || {
+        assert!(
+            barrier
+                .arrive_and_wait_timeout(Duration::from_secs(10))
+                .unwrap()
+        );
+    });
+    assert!(
+        a.barrier("stage", 2)
+            .unwrap()
+            .arrive_and_wait_timeout(Duration::from_secs(10))
+            .unwrap()
+    );
+    party.join().unwrap();
+}
+
+#[test]
+fn a_blocking_multi_lock_takes_all_or_none_and_releases_on_drop() {
+    let server = RedisServer::start().unwrap();
+    let (a, b) = (client(&server), client(&server));
+    let held_b = b.mutex("b").unwrap().lock().unwrap();
+    let set = a.multi_lock(["a", "b"]).unwrap();
+    assert!(matches!(set.try_lock(), Err(Error::Busy { .. })));
+    until("a is given back", || {
+        !a.mutex("a").unwrap().is_locked().unwrap()
+    });
+    let busy = set.lock_timeout(Duration::from_millis(200));
+    assert!(matches!(busy, Err(Error::Busy { .. })));
+    held_b.release().unwrap();
+    let both = set.lock_timeout(Duration::from_secs(2)).unwrap();
+    assert_eq!(both.fences().unwrap().len(), 2);
+    assert!(!both.is_lost());
+    drop(both);
+    // The drop released both before it returned.
+    assert!(!a.mutex("a").unwrap().is_locked().unwrap());
+    assert!(!b.mutex("b").unwrap().is_locked().unwrap());
+}
+
+#[test]
+fn a_blocking_write_guard_downgrades_to_a_read() {
+    let server = RedisServer::start().unwrap();
+    let client = client(&server);
+    let config = client.rw_lock("config").unwrap();
+    let write = config.write().unwrap();
+    let read = config.downgrade(write).unwrap();
+    assert_eq!(config.readers().unwrap(), 1);
+    let other = config.try_read().unwrap();
+    assert!(matches!(config.try_write(), Err(Error::Busy { .. })));
+    drop((read, other));
+    assert_eq!(config.readers().unwrap(), 0);
+}
+
+#[test]
+fn a_blocking_upgradeable_read_upgrades_and_releases_on_drop() {
+    let server = RedisServer::start().unwrap();
+    let client = client(&server);
+    let config = client.rw_lock("config").unwrap();
+    let mut guard = config.upgradeable_read().unwrap();
+    let reader = config.try_read().unwrap();
+    assert!(matches!(
+        guard.upgrade_timeout(Duration::from_millis(100)),
+        Err(Error::Busy { .. })
+    ));
+    drop(reader);
+    guard.upgrade_timeout(Duration::from_secs(2)).unwrap();
+    assert!(guard.is_upgraded());
+    assert!(matches!(config.try_read(), Err(Error::Busy { .. })));
+    drop(guard);
+    assert_eq!(config.readers().unwrap(), 0);
+}

@@ -482,3 +482,55 @@ async fn a_slot_migration_is_ridden_out_by_try_lock_and_release() {
     assert_eq!(cluster.nodes()[now].port(), moved_to);
     drop(client.mutex("moving").unwrap().lock().await.unwrap());
 }
+
+/// An election on every primary: one leader each, observers woken through sharded
+/// pub/sub (the proclamation's message stays within the election's shard).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elections_on_every_primary_lead_and_tell_their_observers() {
+    let cluster = RedisCluster::start().unwrap();
+    let (a, b) = (client(&cluster).await, client(&cluster).await);
+    for name in names_on_every_primary(&cluster) {
+        let mut observer = b.election(&name).unwrap().observe().unwrap();
+        assert_eq!(observer.changed().await.unwrap(), None);
+        let leading = a.election(&name).unwrap().campaign("host-a").await.unwrap();
+        let seen = tokio::time::timeout(Duration::from_secs(3), observer.changed()).await;
+        let seen = seen.expect("told of the new leader").unwrap().unwrap();
+        assert_eq!((seen.value.as_str(), seen.term), ("host-a", leading.term()));
+        let busy = b.election(&name).unwrap().try_campaign("host-b").await;
+        assert!(busy.is_err());
+        leading.resign().await.unwrap();
+        let seen = tokio::time::timeout(Duration::from_secs(3), observer.changed()).await;
+        assert_eq!(seen.expect("told of the resignation").unwrap(), None);
+    }
+}
+
+/// A multi-lock whose locks live on three primaries: all or nothing across nodes,
+/// and a waiter on another client is woken by the release of the lock it waits for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_spans_every_primary() {
+    let cluster = RedisCluster::start().unwrap();
+    let (a, b) = (client(&cluster).await, client(&cluster).await);
+    let names = names_on_every_primary(&cluster);
+    let last = b.mutex(&names[2]).unwrap().lock().await.unwrap();
+    let set = a.multi_lock(&names).unwrap();
+    assert!(set.try_lock().await.is_err(), "one lock of the set is held");
+    for name in &names[..2] {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while a.mutex(name).unwrap().is_locked().await.unwrap() {
+            assert!(
+                Instant::now() < deadline,
+                "{name} left held by a failed try"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let waiting = tokio::spawn(async move { set.lock().await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    last.release().await.unwrap();
+    let all = tokio::time::timeout(Duration::from_secs(3), waiting)
+        .await
+        .expect("woken by the release")
+        .unwrap();
+    assert_eq!(all.fences().await.unwrap().len(), 3);
+    assert!(all.release().await.unwrap());
+}

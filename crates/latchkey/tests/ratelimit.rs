@@ -121,6 +121,41 @@ async fn gcra_allows_a_burst_then_the_steady_rate() {
 }
 
 #[tokio::test]
+async fn gcra_counts_costs_and_keeps_its_key_no_longer_than_a_burst() {
+    let (server, client) = common::start().await;
+    // One call per 10 s, bursts of 2 more: a tolerance of 30 s, far above the
+    // time this test takes, so the figures below are exact to the second.
+    let policy = Policy::gcra(1, Duration::from_secs(10), 2).unwrap();
+    let limiter = client.rate_limiter("heavy", policy).unwrap();
+    let first = limiter.check(2).await.unwrap();
+    assert!(first.allowed);
+    assert_eq!(first.remaining, 1);
+    assert!(first.reset_after > Duration::from_secs(19), "{first:?}");
+    let denied = limiter.check(2).await.unwrap();
+    assert!(!denied.allowed);
+    assert_eq!(denied.remaining, 1);
+    let retry = denied.retry_after.unwrap();
+    assert!(
+        retry > Duration::from_secs(9) && retry <= Duration::from_secs(10),
+        "{retry:?}"
+    );
+    assert!(limiter.check(1).await.unwrap().allowed);
+    assert_eq!(limiter.peek().await.unwrap().remaining, 0);
+
+    // The key is a TAT in µs on the server clock, kept for at most the tolerance.
+    let mut conn = common::connect(&server.url()).await;
+    let tat: u64 = conn.get("{heavy}:lk:gcra").await.unwrap();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let now = secs * 1_000_000 + micros;
+    assert!(
+        (29_000_000..=30_000_000).contains(&(tat - now)),
+        "{tat} {now}"
+    );
+    let pttl: i64 = conn.pttl("{heavy}:lk:gcra").await.unwrap();
+    assert!((29_000..=30_000).contains(&pttl), "{pttl}");
+}
+
+#[tokio::test]
 async fn costs_that_can_never_pass_are_refused_before_anything_is_sent() {
     let (_server, client) = common::start().await;
     let cases = [

@@ -264,6 +264,179 @@ async fn readers_share_and_a_waiting_writer_goes_before_later_readers() {
     );
 }
 
+/// Issue 26 item 4: a writer becomes a reader with no writer in between; the
+/// readers queued behind it come in at once, the writer queued behind them waits.
+#[tokio::test]
+async fn a_downgraded_writer_lets_readers_in_but_no_writer_between() {
+    let (server, client) = common::start().await;
+    let config = client.rw_lock("config").unwrap();
+    let write = config.write().await.unwrap();
+    let fence = write.fence().await.unwrap();
+    let other = latchkey::Client::open(&server.url()).await.unwrap();
+    let theirs = other.rw_lock("config").unwrap();
+    // In line behind the writer: a reader, then a writer, then a reader.
+    let reader = tokio::spawn({
+        let theirs = theirs.clone();
+        async move { theirs.read().await.unwrap() }
+    });
+    wait_for(|| async { config.waiting().await.unwrap() == 1 }).await;
+    let writer = tokio::spawn({
+        let theirs = theirs.clone();
+        async move { theirs.write().await.unwrap() }
+    });
+    wait_for(|| async { config.waiting().await.unwrap() == 2 }).await;
+
+    let read = config.downgrade(write).await.unwrap();
+    assert_eq!(
+        read.known_fence(),
+        Some(fence),
+        "the write's token orders the read"
+    );
+    // The queued reader comes in beside us, woken by the downgrade.
+    let theirs_read = tokio::time::timeout(Duration::from_secs(3), reader)
+        .await
+        .expect("the queued reader was not let in")
+        .unwrap();
+    assert_eq!(config.readers().await.unwrap(), 2);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!writer.is_finished(), "a writer got in beside the readers");
+    // The read is a live guard of its own: renewed, released.
+    assert!(read.is_held().await.unwrap());
+    assert!(read.release().await.unwrap());
+    theirs_read.release().await.unwrap();
+    let write = tokio::time::timeout(Duration::from_secs(3), writer)
+        .await
+        .expect("the writer never came in")
+        .unwrap();
+    assert!(write.fence().await.unwrap() > fence);
+    // A read guard cannot be downgraded; a lost write cannot either.
+    write.release().await.unwrap();
+    let read = config.read().await.unwrap();
+    assert!(matches!(
+        config.downgrade(read).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    let write = config.write().await.unwrap();
+    client
+        .force_release("config", latchkey::Kind::RwLock)
+        .await
+        .unwrap();
+    assert!(matches!(
+        config.downgrade(write).await,
+        Err(Error::LeaseLost { .. })
+    ));
+}
+
+/// Issue 26 item 4: an upgradeable read shares with readers but not with a writer
+/// or another upgradeable read; its upgrade waits for the readers at the head of
+/// the line, ahead of a writer that queued first (no deadlock), and then holds the
+/// lock alone; a downgrade lets readers in again.
+#[tokio::test]
+async fn an_upgradeable_read_upgrades_ahead_of_a_waiting_writer() {
+    let (server, client) = common::start().await;
+    let config = client.rw_lock("config").unwrap();
+    let mut upgradeable = config.upgradeable_read().await.unwrap();
+    let read_fence = upgradeable.fence().await.unwrap();
+    let reader = config.try_read().await.unwrap();
+    assert_eq!(config.readers().await.unwrap(), 2);
+    assert!(matches!(config.try_write().await, Err(Error::Busy { .. })));
+    assert!(matches!(
+        config.try_upgradeable_read().await,
+        Err(Error::Busy { .. })
+    ));
+    // A writer queues first (on another client).
+    let other = latchkey::Client::open(&server.url()).await.unwrap();
+    let writer = tokio::spawn({
+        let theirs = other.rw_lock("config").unwrap();
+        async move { theirs.write().await.unwrap() }
+    });
+    wait_for(|| async { config.waiting().await.unwrap() == 1 }).await;
+    // The upgrade waits for the reader, ahead of the writer.
+    let upgraded = tokio::spawn(async move {
+        upgradeable.upgrade().await.unwrap();
+        upgradeable
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!upgraded.is_finished(), "upgraded beside a reader");
+    reader.release().await.unwrap();
+    let mut upgradeable = tokio::time::timeout(Duration::from_secs(3), upgraded)
+        .await
+        .expect("the upgrade was not served when the reader left")
+        .unwrap();
+    assert!(upgradeable.is_upgraded());
+    assert_eq!(config.readers().await.unwrap(), u64::MAX);
+    assert!(upgradeable.fence().await.unwrap() > read_fence);
+    assert!(matches!(config.try_read().await, Err(Error::Busy { .. })));
+    assert!(
+        !writer.is_finished(),
+        "a writer got in beside the upgraded read"
+    );
+    // Back to reading: still no writer beside it.
+    upgradeable.downgrade().await.unwrap();
+    assert!(!upgradeable.is_upgraded());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !writer.is_finished(),
+        "a writer got in beside the upgradeable read"
+    );
+    assert!(upgradeable.release().await.unwrap());
+    let write = tokio::time::timeout(Duration::from_secs(3), writer)
+        .await
+        .expect("the writer never came in")
+        .unwrap();
+    write.release().await.unwrap();
+    assert_eq!(config.readers().await.unwrap(), 0);
+}
+
+/// A dropped upgrade leaves a read; a timed-out one too.
+#[tokio::test]
+async fn an_upgrade_that_times_out_or_is_dropped_leaves_the_read() {
+    let (_server, client) = common::start().await;
+    let config = client.rw_lock("config").unwrap();
+    let mut upgradeable = config.upgradeable_read().await.unwrap();
+    let reader = config.read().await.unwrap();
+    let timed_out = upgradeable
+        .upgrade_timeout(Duration::from_millis(200))
+        .await;
+    assert!(
+        matches!(timed_out, Err(Error::Busy { .. })),
+        "{timed_out:?}"
+    );
+    let dropped = tokio::time::timeout(Duration::from_millis(50), upgradeable.upgrade()).await;
+    assert!(dropped.is_err());
+    assert!(!upgradeable.is_upgraded());
+    // The line is clear again: a new reader comes in beside both.
+    wait_for(|| async { config.waiting().await.unwrap() == 0 }).await;
+    let another = config.try_read().await.unwrap();
+    assert_eq!(config.readers().await.unwrap(), 3);
+    drop((reader, another));
+    upgradeable
+        .upgrade_timeout(Duration::from_secs(3))
+        .await
+        .unwrap();
+    assert!(upgradeable.release().await.unwrap());
+}
+
+/// A downgraded read renews its new lease, and a renewal of the write in flight
+/// when it was traded changes nothing.
+#[tokio::test]
+async fn a_downgraded_read_is_renewed_and_released_on_drop() {
+    let (_server, client) = common::start().await;
+    let config = client
+        .rw_lock("short")
+        .unwrap()
+        .with_lease(Lease::renewed(Duration::from_millis(300)).unwrap());
+    let write = config.write().await.unwrap();
+    // Trade just as a renewal is due.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let read = config.downgrade(write).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(!read.is_lost(), "the read's lease was lost");
+    assert_eq!(config.readers().await.unwrap(), 1);
+    drop(read);
+    wait_for(|| async { config.readers().await.unwrap() == 0 }).await;
+}
+
 #[tokio::test]
 async fn a_semaphore_a_rw_lock_and_a_lock_of_one_name_are_independent() {
     let (_server, client) = common::start().await;

@@ -17,9 +17,17 @@ async fn client(set: &Sentinels) -> Client {
         .unwrap()
 }
 
+/// How long after the Sentinels name the new primary a client may still be granted
+/// a lock on the old one: the README's 500 ms (it asks them every 400 ms, and never
+/// sends to a primary named more than 500 ms before), and 500 ms for a loaded
+/// machine between a grant and its holder noting the time.
+const STALE_PRIMARY: Duration = Duration::from_millis(1_000);
+
 /// Locks under load while `fault` fails the primary over; every hold stays
-/// exclusive, fences grow, locks are taken again after, and a waiter behind a
-/// holder on the new primary is woken by its release.
+/// exclusive but where the README says it may not (a grant on the old primary, or
+/// one not yet replicated, from the fault until `STALE_PRIMARY` after the new
+/// primary is named), fences grow, locks are taken again after, and a waiter
+/// behind a holder on the new primary is woken by its release.
 async fn under_failover(fault: impl FnOnce(&mut Sentinels)) {
     let mut set = Sentinels::start().unwrap();
     let mut clients = Vec::new();
@@ -34,7 +42,9 @@ async fn under_failover(fault: impl FnOnce(&mut Sentinels)) {
     let failed_over_at = Instant::now();
     tokio::task::block_in_place(|| fault(&mut set));
     assert_ne!(set.primary_port().unwrap(), old_primary);
-    load.assert_survived(failed_over_at).await;
+    let split_brain = (failed_over_at, Instant::now() + STALE_PRIMARY);
+    load.assert_survived_outside(failed_over_at, Some(split_brain))
+        .await;
     assert_release_wakes(&client(&set).await, &waiter, "wake").await;
 }
 

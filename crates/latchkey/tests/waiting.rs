@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use latchkey::{Client, Error};
+use latchkey::{Client, Error, Lease};
 use latchkey_testkit::{RedisServer, worker};
 use redis::Commands;
 
@@ -802,4 +802,208 @@ async fn the_lost_token_of_a_fixed_lease_fires_when_it_runs_out() {
         .await
         .unwrap();
     assert!(guard.is_lost());
+}
+
+#[tokio::test]
+async fn a_hold_limit_stops_renewals_and_fires_lost_at_the_limit() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let limit = Duration::from_millis(700);
+    let lease = Lease::renewed(Duration::from_millis(300))
+        .unwrap()
+        .with_max_hold(limit)
+        .unwrap();
+    // The token comes with the grant: known, but not handed out past the limit.
+    let mutex = client
+        .mutex("capped")
+        .unwrap()
+        .with_lease(lease)
+        .with_fencing(latchkey::Fencing::OnGrant);
+    let granted = Instant::now();
+    let guard = mutex.try_lock().await.unwrap();
+    // Renewed past its first lease, as any renewed lease.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert!(!guard.is_lost() && !guard.hold_limit_reached());
+    assert!(guard.is_held().await.unwrap());
+    // An extend is cut to what is left of the limit.
+    guard.extend(Duration::from_secs(60)).await.unwrap();
+    let mut conn = admin(&server);
+    let pttl: i64 = conn.pttl("capped").unwrap();
+    assert!(pttl <= 260, "extended past the limit: {pttl} ms left");
+
+    guard.lost().await;
+    let held_for = granted.elapsed();
+    assert!(held_for >= limit, "lost after {held_for:?}");
+    assert!(guard.is_lost() && guard.hold_limit_reached());
+    assert_eq!(guard.validity(), Duration::ZERO);
+    for error in [
+        guard.fence().await.unwrap_err(),
+        guard.extend(Duration::from_secs(5)).await.unwrap_err(),
+        guard.reenter().detach().unwrap_err(),
+    ] {
+        assert!(matches!(error, Error::HoldLimit { .. }), "{error:?}");
+        assert!(error.to_string().contains("hold limit of 700ms"), "{error}");
+    }
+
+    // Nothing renews it any more: with the guard still alive, the lock ends by
+    // itself within one lease of the limit, and someone else gets it.
+    let elsewhere = Client::open(&server.url()).await.unwrap();
+    let other = elsewhere.mutex("capped").unwrap();
+    let next = other.lock_timeout(Duration::from_secs(2)).await.unwrap();
+    assert!(granted.elapsed() <= limit + Duration::from_millis(300) + Duration::from_millis(500));
+    assert!(!guard.release().await.unwrap());
+    next.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lease_lost_before_the_hold_limit_is_not_blamed_on_it() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let lease = Lease::renewed(Duration::from_millis(300))
+        .unwrap()
+        .with_max_hold(Duration::from_millis(500))
+        .unwrap();
+    let mutex = client.mutex("broken").unwrap().with_lease(lease);
+    let guard = mutex.try_lock().await.unwrap();
+    mutex.force_release().await.unwrap();
+    guard.lost().await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(guard.is_lost() && !guard.hold_limit_reached());
+    let error = guard.fence().await.unwrap_err();
+    assert!(matches!(error, Error::LeaseLost { .. }), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_long_lock_delay_leaves_the_holder_its_whole_lease() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    // A delay 200 times the lease: the drift allowance is the lease's, not the sum's.
+    let lease = delayed(
+        Lease::renewed(Duration::from_millis(300)),
+        Duration::from_secs(60),
+    );
+    let guard = client
+        .mutex("long")
+        .unwrap()
+        .with_lease(lease)
+        .try_lock()
+        .await
+        .unwrap();
+    let validity = guard.validity();
+    assert!(validity > Duration::from_millis(280), "{validity:?}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        !guard.is_lost(),
+        "the watchdog could not keep a lease with a long delay"
+    );
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_hold_limit_of_zero_is_refused() {
+    let lease = Lease::renewed(Duration::from_secs(1)).unwrap();
+    let error = lease.with_max_hold(Duration::ZERO).unwrap_err();
+    assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+    assert_eq!(lease.max_hold(), None);
+}
+
+/// `lease` (fixed or renewed) with a lock delay.
+fn delayed(lease: latchkey::Result<Lease>, delay: Duration) -> Lease {
+    lease.unwrap().with_lock_delay(delay).unwrap()
+}
+
+#[tokio::test]
+async fn a_lock_delay_keeps_an_expired_holders_lock_from_everyone_for_the_delay() {
+    let server = RedisServer::start().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let lease = delayed(
+        Lease::fixed(Duration::from_millis(300)),
+        Duration::from_secs(1),
+    );
+    let before = Instant::now();
+    let frozen = client
+        .mutex("delayed")
+        .unwrap()
+        .with_lease(lease)
+        .try_lock()
+        .await
+        .unwrap();
+    // The holder counts on its lease alone, not on the delay.
+    assert!(frozen.validity() <= Duration::from_millis(300));
+    frozen.lost().await;
+    assert!(
+        before.elapsed() < Duration::from_secs(1),
+        "lost after {:?}",
+        before.elapsed()
+    );
+
+    // Its lease is over, but nobody else gets the lock before the delay is too.
+    let elsewhere = Client::open(&server.url()).await.unwrap();
+    let next = elsewhere.mutex("delayed").unwrap();
+    assert!(matches!(next.try_lock().await, Err(Error::Busy { .. })));
+    let guard = next.lock_timeout(Duration::from_secs(3)).await.unwrap();
+    let waited = before.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1250),
+        "taken after {waited:?}"
+    );
+    assert!(!frozen.release().await.unwrap());
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lock_delay_does_not_delay_a_release_nor_a_renewed_or_handed_over_hold() {
+    let server = RedisServer::start().unwrap();
+    let mut conn = admin(&server);
+    let client = Client::open(&server.url()).await.unwrap();
+    let elsewhere = Client::open(&server.url()).await.unwrap();
+    let lease = delayed(
+        Lease::renewed(Duration::from_millis(300)),
+        Duration::from_secs(2),
+    );
+    let mutex = client.mutex("kept").unwrap().with_lease(lease);
+
+    // Renewed past its lease; Redis keeps it for the lease and the delay.
+    let guard = mutex.try_lock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!guard.is_lost() && guard.validity() <= Duration::from_millis(300));
+    let pttl: i64 = conn.pttl("kept").unwrap();
+    assert!(pttl > 1_900, "{pttl}");
+
+    // A fair waiter elsewhere gets it the moment it is released, and holds it with
+    // its own lease (handed over with only the waiter lease, it claims it afresh).
+    let waiter = elsewhere
+        .mutex("kept")
+        .unwrap()
+        .with_lease(lease)
+        .with_fairness(latchkey::Fairness::Fair);
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock_timeout(Duration::from_secs(2)).await;
+        (guard, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let released = Instant::now();
+    assert!(guard.release().await.unwrap());
+    let (next, got) = waiting.await.unwrap();
+    let next = next.unwrap();
+    assert!(got.duration_since(released) < Duration::from_millis(900));
+    assert!(!next.is_lost() && next.validity() > Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !next.is_lost(),
+        "the watchdog did not keep the handed-over hold"
+    );
+    assert!(next.release().await.unwrap());
+    let exists: bool = conn.exists("kept").unwrap();
+    assert!(!exists);
+}
+
+#[tokio::test]
+async fn a_lock_delay_that_makes_the_lease_too_long_is_refused() {
+    let lease = Lease::renewed(Duration::from_secs(30)).unwrap();
+    let error = lease
+        .with_lock_delay(Duration::from_secs(10 * 366 * 24 * 3600))
+        .unwrap_err();
+    assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+    assert_eq!(lease.lock_delay(), Duration::ZERO);
 }

@@ -25,7 +25,7 @@ use std::time::Duration;
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
-use super::ratelimit::{Decider, TRIVIAL};
+use super::ratelimit::Decider;
 use crate::BenchError;
 use crate::figures::{Figures, Instructions};
 use crate::impls::{Impl, Locker};
@@ -52,7 +52,7 @@ pub enum Subject {
 
 impl Subject {
     /// Every subject, in report order.
-    const ALL: [Subject; 9] = [
+    const ALL: [Subject; 10] = [
         Subject::Lock(Impl::Raw),
         Subject::Lock(Impl::RawFenced),
         Subject::Lock(Impl::Rslock),
@@ -61,6 +61,7 @@ impl Subject {
         Subject::Lock(Impl::LatchkeyFair),
         Subject::Semaphore,
         Subject::RateLimit(Decider::TrivialScript),
+        Subject::RateLimit(Decider::ClockFloor),
         Subject::RateLimit(Decider::Gcra),
     ];
 
@@ -68,7 +69,6 @@ impl Subject {
         match self {
             Subject::Lock(implementation) => implementation.name(),
             Subject::Semaphore => "latchkey-semaphore",
-            Subject::RateLimit(Decider::TrivialScript) => "evalsha-incr",
             Subject::RateLimit(Decider::Gcra) => "latchkey-gcra",
             Subject::RateLimit(decider) => decider.name(),
         }
@@ -108,7 +108,8 @@ pub async fn client(job: ClientJob) -> Result<(), BenchError> {
             None => {
                 let mut conn = crate::connect(&job.url).await?;
                 for _ in 0..WARM_UP + job.cycles {
-                    TRIVIAL.key(&key).invoke_async::<i64>(&mut conn).await?;
+                    let call = decider.floor_script().key(&key);
+                    call.invoke_async::<i64>(&mut conn).await?;
                 }
             }
             Some(policy) => {

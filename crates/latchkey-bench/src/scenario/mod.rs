@@ -2,8 +2,12 @@
 
 pub mod cost;
 mod deployments;
+mod election;
+mod latch;
+mod multilock;
 mod quorum;
 pub(crate) mod ratelimit;
+mod rwlock;
 mod semaphore;
 mod tasks;
 mod timed;
@@ -55,6 +59,18 @@ pub enum Scenario {
     /// A semaphore: uncontended round trips, and fairness under contention
     /// (latchkey only).
     Semaphore,
+    /// Leader election: a campaign + resign cycle alone, and a resignation's
+    /// takeover by a waiting candidate and news to an observer (latchkey only).
+    Election,
+    /// Count-down latches: one count down, and the last count down to a waiter's
+    /// return (latchkey only).
+    Latch,
+    /// Several locks at once: one lock against two taken together, and four tasks
+    /// naming two locks in opposite orders (latchkey only).
+    Multilock,
+    /// A read-write lock's trades: a writer's downgrade, an upgradeable read's
+    /// upgrade (latchkey only).
+    Rwlock,
     /// Instructions per uncontended acquire + release, server and client, counted
     /// by callgrind on a server of its own (skipped without valgrind).
     Cost,
@@ -62,7 +78,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 16] = [
         Scenario::Uncontended,
         Scenario::Contended,
         Scenario::ContendedProcesses,
@@ -74,6 +90,10 @@ impl Scenario {
         Scenario::Quorum,
         Scenario::Ratelimit,
         Scenario::Semaphore,
+        Scenario::Election,
+        Scenario::Latch,
+        Scenario::Multilock,
+        Scenario::Rwlock,
         Scenario::Cost,
     ];
 
@@ -91,6 +111,10 @@ impl Scenario {
             Scenario::Quorum => "quorum",
             Scenario::Ratelimit => "ratelimit",
             Scenario::Semaphore => "semaphore",
+            Scenario::Election => "election",
+            Scenario::Latch => "latch",
+            Scenario::Multilock => "multilock",
+            Scenario::Rwlock => "rwlock",
             Scenario::Cost => "cost",
         }
     }
@@ -104,6 +128,10 @@ impl Scenario {
             Scenario::Quorum => quorum::STEPS,
             Scenario::Ratelimit => ratelimit::STEPS,
             Scenario::Semaphore => semaphore::STEPS,
+            Scenario::Election => election::STEPS,
+            Scenario::Latch => latch::STEPS,
+            Scenario::Multilock => multilock::STEPS,
+            Scenario::Rwlock => rwlock::STEPS,
             Scenario::Cost => cost::STEPS,
             _ => workload::steps(),
         }
@@ -157,6 +185,10 @@ impl Scenario {
             Scenario::Quorum => quorum::run(duration, progress).await,
             Scenario::Ratelimit => ratelimit::run(url, duration, progress).await,
             Scenario::Semaphore => semaphore::run(url, duration, progress).await,
+            Scenario::Election => election::run(url, duration, progress).await,
+            Scenario::Latch => latch::run(url, duration, progress).await,
+            Scenario::Multilock => multilock::run(url, duration, progress).await,
+            Scenario::Rwlock => rwlock::run(url, duration, progress).await,
             // Counts instructions on a server of its own, under valgrind.
             Scenario::Cost => cost::run(progress).await,
         }

@@ -1,7 +1,11 @@
 //! A lock over a quorum of 5 independent masters (Redlock), started here, beside
 //! latchkey on one of them alone and beside rslock's multi-node mode on the same 5.
 //!
-//! - `acquire`: 50 tasks, each its own key, acquire (timed) + release in a loop;
+//! - `latency`: one task, acquire (timed) + release in a loop: the time a quorum
+//!   adds to one acquisition, with the machine otherwise idle;
+//! - `acquire`: 50 tasks, each its own key, acquire (timed) + release in a loop: on
+//!   a machine with fewer cores than masters this measures the work per acquisition
+//!   (five servers each do what the single one does), not the waiting;
 //! - `acquire/one-stopped`: the same on the quorum while one master is SIGSTOPped
 //!   (a stopped master answers nothing and closes nothing: the worst kind of slow).
 //!
@@ -30,8 +34,9 @@ const ROUNDS: u32 = 4;
 /// The lease every implementation asks for.
 const TTL: Duration = Duration::from_secs(10);
 
-/// Progress-bar steps: the three side by side, then the stopped master.
-pub(crate) const STEPS: u64 = 2;
+/// Progress-bar steps: the three side by side with one task and with 50, then the
+/// stopped master.
+pub(crate) const STEPS: u64 = 3;
 
 pub(crate) async fn run(
     duration: Duration,
@@ -50,35 +55,42 @@ pub(crate) async fn run(
     let quorum = Client::open_quorum(&urls).await?;
     let rslock = Arc::new(rslock::LockManager::new(urls.clone()));
 
-    progress.set_message(format!("{SCENARIO}: single, quorum-5 and rslock-5"));
-    let (mut on_one, mut on_five, mut peer) = (
-        TimedRun::default(),
-        TimedRun::default(),
-        TimedRun::default(),
-    );
-    for _ in 0..ROUNDS {
-        let slice = duration / ROUNDS;
-        on_one.add(measure(&Locker::Latchkey(&single), slice).await?);
-        on_five.add(measure(&Locker::Quorum(&quorum), slice).await?);
-        peer.add(measure(&Locker::Rslock(&rslock), slice).await?);
-        // Keys are per implementation: one's leftovers never block another.
+    let lockers = [
+        Locker::Latchkey(&single),
+        Locker::Quorum(&quorum),
+        Locker::Rslock(&rslock),
+    ];
+    let mut figures = Vec::new();
+    for (tasks, what) in [(1, "latency"), (TASKS, "acquire")] {
+        progress.set_message(format!(
+            "{SCENARIO}: single, quorum-5 and rslock-5, {tasks} task(s)"
+        ));
+        let mut runs = [
+            TimedRun::default(),
+            TimedRun::default(),
+            TimedRun::default(),
+        ];
+        for _ in 0..ROUNDS {
+            for (run, locker) in runs.iter_mut().zip(&lockers) {
+                run.add(measure(locker, duration / ROUNDS, tasks).await?);
+            }
+            // Keys are per implementation: one's leftovers never block another.
+        }
+        for (run, locker) in runs.into_iter().zip(&lockers) {
+            figures.push(run.figures(SCENARIO, &format!("{what}/{}", locker.label())));
+        }
+        progress.inc(1);
     }
-    progress.inc(1);
 
     progress.set_message(format!("{SCENARIO}: quorum-5 with one master stopped"));
     let signal = |e: std::io::Error| BenchError::Redis(format!("cannot signal a master: {e}"));
     masters[2].pause().map_err(signal)?;
-    let stopped = measure(&Locker::Quorum(&quorum), duration).await;
+    let stopped = measure(&Locker::Quorum(&quorum), duration, TASKS).await;
     masters[2].resume().map_err(signal)?;
     let stopped = stopped?;
     progress.inc(1);
 
-    let figures = vec![
-        on_one.figures(SCENARIO, "acquire/single"),
-        on_five.figures(SCENARIO, "acquire/quorum-5"),
-        peer.figures(SCENARIO, "acquire/rslock-5"),
-        stopped.figures(SCENARIO, "acquire/quorum-5-one-stopped"),
-    ];
+    figures.push(stopped.figures(SCENARIO, "acquire/quorum-5-one-stopped"));
     let deadline = quorum.store().node_deadline(latchkey::Ttl::new(TTL)?);
     print_ratios(&figures, deadline);
     Ok(figures)
@@ -92,30 +104,35 @@ enum Locker<'a> {
 }
 
 impl Locker<'_> {
-    fn name(&self) -> &'static str {
+    /// The name of its figures and keys.
+    fn label(&self) -> &'static str {
         match self {
             Locker::Latchkey(_) => "single",
-            Locker::Quorum(_) => "quorum",
-            Locker::Rslock(_) => "rslock",
+            Locker::Quorum(_) => "quorum-5",
+            Locker::Rslock(_) => "rslock-5",
         }
     }
 }
 
-/// 50 tasks, each on its own key, for `duration`: acquire (timed) and release.
-async fn measure(locker: &Locker<'_>, duration: Duration) -> Result<TimedRun, BenchError> {
+/// `tasks` tasks, each on its own key, for `duration`: acquire (timed) and release.
+async fn measure(
+    locker: &Locker<'_>,
+    duration: Duration,
+    tasks: usize,
+) -> Result<TimedRun, BenchError> {
     let started = Instant::now();
     let cpu_before = process_cpu();
     let stop = started + duration;
-    let mut tasks = Vec::new();
-    for task in 0..TASKS {
-        let key = format!("bench:quorum:{}:{task}", locker.name());
-        tasks.push(match locker {
+    let mut spawned = Vec::new();
+    for task in 0..tasks {
+        let key = format!("bench:quorum:{}:{task}", locker.label());
+        spawned.push(match locker {
             Locker::Latchkey(client) => tokio::spawn(latchkey_loop((*client).clone(), key, stop)),
             Locker::Quorum(client) => tokio::spawn(latchkey_loop((*client).clone(), key, stop)),
             Locker::Rslock(manager) => tokio::spawn(rslock_loop((*manager).clone(), key, stop)),
         });
     }
-    TimedRun::gather(tasks, started, cpu_before).await
+    TimedRun::gather(spawned, started, cpu_before).await
 }
 
 async fn latchkey_loop<S: Pass + WakeUps>(
@@ -155,14 +172,17 @@ async fn rslock_loop(
 fn print_ratios(figures: &[Figures], deadline: Duration) {
     let find = |name: &str| figures.iter().find(|f| f.implementation == name);
     let p50 = |name: &str| find(name).map_or(f64::NAN, |f| f.latency_us.p50 as f64);
-    println!("\n{SCENARIO}, side by side (5 masters, {TASKS} tasks on their own keys):");
+    let ratio = |a: &str, b: &str| p50(a) / p50(b).max(1e-9);
+    println!("\n{SCENARIO}, side by side (5 masters):");
     println!(
-        "  quorum-5 / single: acquire p50 ×{:.2} (target ≤ 1.5)",
-        p50("acquire/quorum-5") / p50("acquire/single").max(1e-9)
+        "  one task: quorum-5 / single: acquire p50 ×{:.2} (target ≤ 1.5); quorum-5 / rslock-5 ×{:.2}",
+        ratio("latency/quorum-5", "latency/single"),
+        ratio("latency/quorum-5", "latency/rslock-5")
     );
     println!(
-        "  quorum-5 / rslock-5: acquire p50 ×{:.2}",
-        p50("acquire/quorum-5") / p50("acquire/rslock-5").max(1e-9)
+        "  {TASKS} tasks on their own keys: quorum-5 / single: acquire p50 ×{:.2}; quorum-5 / rslock-5 ×{:.2}",
+        ratio("acquire/quorum-5", "acquire/single"),
+        ratio("acquire/quorum-5", "acquire/rslock-5")
     );
     if let Some(stopped) = find("acquire/quorum-5-one-stopped") {
         println!(

@@ -1,5 +1,6 @@
 //! One timed measurement's results, shared by the scenarios that time their own
-//! loops (`deployments`, `quorum`).
+//! loops (`deployments`, `quorum`), and the loop of one call timed back to back
+//! (`election`, `latch`, `multilock`).
 
 use std::time::{Duration, Instant};
 
@@ -7,7 +8,7 @@ use tokio::task::JoinHandle;
 
 use crate::BenchError;
 use crate::figures::Figures;
-use crate::stats::{Percentiles, process_cpu};
+use crate::stats::{Percentiles, commands_run, process_cpu};
 
 /// Acquisitions and their latencies over some time, and the CPU the bench process
 /// spent on them (the clients' share of the work).
@@ -56,4 +57,34 @@ impl TimedRun {
             ..Figures::timed(scenario, name, rate, Percentiles::of(&mut self.latencies))
         }
     }
+}
+
+/// Runs `op` back to back for `duration` on one task: row `name` of `scenario`,
+/// with the Redis commands each call took (counted on `url`'s server, so nothing
+/// else may use it meanwhile).
+pub(crate) async fn counted_loop<Fut>(
+    url: &str,
+    duration: Duration,
+    (scenario, name): (&str, &str),
+    mut op: impl FnMut() -> Fut,
+) -> Result<Figures, BenchError>
+where
+    Fut: Future<Output = Result<(), BenchError>>,
+{
+    let mut admin = crate::connect(url).await?;
+    let commands_before = commands_run(&mut admin).await?;
+    let started = Instant::now();
+    let mut samples = Vec::new();
+    while started.elapsed() < duration {
+        let began = Instant::now();
+        op().await?;
+        samples.push(began.elapsed());
+    }
+    let commands = commands_run(&mut admin).await? - commands_before;
+    let count = samples.len();
+    let rate = count as f64 / started.elapsed().as_secs_f64().max(1e-9);
+    Ok(Figures {
+        redis_cmds_per_op: commands as f64 / count.max(1) as f64,
+        ..Figures::timed(scenario, name, rate, Percentiles::of(&mut samples))
+    })
 }

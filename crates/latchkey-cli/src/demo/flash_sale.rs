@@ -30,14 +30,14 @@ const SALES_KEY: &str = "latchkey-demo:flash-sale:sales";
 const LOCK_NAME: &str = "latchkey-demo:flash-sale:lock";
 
 pub async fn run(url: &str, quiet: bool, unprotected: bool) -> Result<(), Failure> {
-    println!(
+    crate::output::outln!(
         "flash sale: {BUYERS} buyers, {STOCK} items, each buyer in its own task with its own connection"
     );
     if !quiet {
-        println!("\nwithout a lock (read stock, pay, write stock - 1):");
+        crate::output::outln!("\nwithout a lock (read stock, pay, write stock - 1):");
     }
     let bare = race(url, false, quiet).await?;
-    println!(
+    crate::output::outln!(
         "without a lock: sold {}, oversold {}",
         bare.sold,
         bare.oversold()
@@ -46,10 +46,10 @@ pub async fn run(url: &str, quiet: bool, unprotected: bool) -> Result<(), Failur
         return Ok(());
     }
     if !quiet {
-        println!("\nwith latchkey (the same code inside mutex.lock()):");
+        crate::output::outln!("\nwith latchkey (the same code inside mutex.lock()):");
     }
     let locked = race(url, true, quiet).await?;
-    println!("sold {}, oversold {}", locked.sold, locked.oversold());
+    crate::output::outln!("sold {}, oversold {}", locked.sold, locked.oversold());
     if locked.oversold() != 0 {
         return Err(Failure::software(
             "the lock let an oversell through".to_owned(),
@@ -89,7 +89,7 @@ async fn race(url: &str, locked: bool, quiet: bool) -> Result<Outcome, Failure> 
     // Under the lock, fencing tokens give the order in which buyers held it.
     visits.sort_by_key(|visit| visit.fence);
     for visit in visits.iter().filter(|_| !quiet) {
-        println!("  {}", visit.line);
+        crate::output::outln!("  {}", visit.line);
     }
     let sold: i64 = conn.llen(SALES_KEY).await.map_err(redis_failure)?;
     let _: () = conn
@@ -179,7 +179,9 @@ pub async fn checkout(
         true => "no semaphore",
         false => "a semaphore of that many permits",
     };
-    println!("flash sale: {BUYERS} buyers, {STOCK} items, {lanes} checkout lanes, {guard}");
+    crate::output::outln!(
+        "flash sale: {BUYERS} buyers, {STOCK} items, {lanes} checkout lanes, {guard}"
+    );
     let mut conn = connect(url).await?;
     let _: () = conn.set(STOCK_KEY, STOCK).await.map_err(redis_failure)?;
     let _: () = conn
@@ -202,7 +204,7 @@ pub async fn checkout(
             .await
             .map_err(|e| Failure::software(format!("a buyer task failed: {e}")))??;
         if !quiet {
-            println!("  {line}");
+            crate::output::outln!("  {line}");
         }
     }
     let busiest: u64 = conn.get(BUSIEST_KEY).await.map_err(redis_failure)?;
@@ -215,7 +217,7 @@ pub async fn checkout(
         true => "held",
         false => "broken",
     };
-    println!(
+    crate::output::outln!(
         "invariant {verdict}: at most {lanes} at checkout at once (busiest: {busiest}); sold {sold}, oversold {}",
         (sold - STOCK).max(0)
     );

@@ -58,7 +58,7 @@ impl DemoRedis {
                 ))
             })?;
         if !quiet {
-            println!(
+            crate::output::outln!(
                 "no Redis answered at {node}; started a private redis-server on 127.0.0.1:{} for this run",
                 server.port()
             );

@@ -35,7 +35,7 @@ pub async fn run(url: &str, quiet: bool, unprotected: bool) -> Result<(), Failur
         true => "the naive recipe (GET, compare, INCR, EXPIRE)",
         false => "latchkey's rate limiters",
     };
-    println!(
+    crate::output::outln!(
         "throttle: {} SMS-code requests for each of {} phones (1 per minute), {DOWNLOADS} downloads from each of {} IPs ({PER_IP} per 10 minutes), all at once, with {how}",
         CODE_REQUESTS,
         PHONES.len(),
@@ -80,9 +80,11 @@ pub async fn run(url: &str, quiet: bool, unprotected: bool) -> Result<(), Failur
             true => "allowed",
             false => "refused",
         };
-        println!(
+        crate::output::outln!(
             "  {:<8} {:<10} {verdict}{}",
-            asked.what, asked.who, asked.note
+            asked.what,
+            asked.who,
+            asked.note
         );
     }
     let most = |what: &str, who: &str| {
@@ -101,7 +103,7 @@ pub async fn run(url: &str, quiet: bool, unprotected: bool) -> Result<(), Failur
         true => "invariant held",
         false => "invariant broken",
     };
-    println!(
+    crate::output::outln!(
         "{verdict}: codes sent per phone {sms:?} (at most 1 each), downloads per IP {downloads:?} (at most {PER_IP} each)"
     );
     match (held, unprotected) {

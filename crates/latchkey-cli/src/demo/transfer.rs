@@ -44,7 +44,7 @@ struct Tally {
 }
 
 pub async fn run(url: &str, quiet: bool, unprotected: bool) -> Result<(), Failure> {
-    println!(
+    crate::output::outln!(
         "transfers: {TELLERS} tellers × {TRANSFERS} transfers of 10 to 60 between a and b, each starting at {OPENING}"
     );
     let client = Client::open(url).await?;
@@ -106,7 +106,7 @@ async fn books_balance(
         Books::Locked => "under the lock",
     };
     if !quiet {
-        println!(
+        crate::output::outln!(
             "{how}: {} made, {} declined (not enough money), {} retries after a conflict; a = {a}, b = {b}",
             tally.made.load(Ordering::Relaxed),
             tally.declined.load(Ordering::Relaxed),
@@ -117,7 +117,7 @@ async fn books_balance(
         true => "invariant held",
         false => "invariant broken",
     };
-    println!(
+    crate::output::outln!(
         "{verdict}: total {total} (opened with {}), lowest balance {}",
         2 * OPENING,
         a.min(b)

@@ -1,5 +1,5 @@
 //! A semaphore's exclusion: at no moment did the *valid* leases of its holders (as
-//! `exclusion` defines them) hold more permits than it has. A lock is the case of
+//! `exclusion` defines them, lock delays included) hold more permits than it has. A lock is the case of
 //! one permit, which `exclusion` checks with fencing's view of the overlaps.
 //! Inside an amnesia window (a fault that made Redis forget grants, or an operator
 //! who broke the permits) too many holders are expected and counted apart.
@@ -15,7 +15,7 @@ type Valid<'a> = (&'a Hold, (u64, u64));
 pub fn check(history: &History, verdict: &mut Verdict) {
     let mut by_lock: BTreeMap<&str, Vec<Valid>> = BTreeMap::new();
     for hold in &history.holds {
-        let Some(valid) = hold.valid() else {
+        let Some(valid) = hold.exclusive() else {
             continue;
         };
         if history.facts.capacity(&hold.lock) > 1 && valid.0 < valid.1 {

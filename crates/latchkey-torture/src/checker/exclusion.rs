@@ -1,6 +1,8 @@
 //! Mutual exclusion: no two holders of one lock had overlapping *valid* leases (a
 //! holder's window runs from when `lock()` returned to the earlier of its release
-//! and the end of its lease by its own clock). Sections that overlap by the wall
+//! and the end of its lease by its own clock, and on for the lock delay if its
+//! lease had one: a holder paused past its lease finds no new holder within the
+//! delay). Sections that overlap by the wall
 //! clock only because a holder ran on past its lease must have had the stale write
 //! refused by the fenced resource; those are counted, not failed.
 
@@ -20,7 +22,7 @@ struct Window<'a> {
 pub fn check(history: &History, verdict: &mut Verdict) {
     let mut by_lock: BTreeMap<&str, Vec<Window>> = BTreeMap::new();
     for hold in &history.holds {
-        let (Some(valid), Some(end)) = (hold.valid(), &hold.end) else {
+        let (Some(valid), Some(end)) = (hold.exclusive(), &hold.end) else {
             continue;
         };
         // A semaphore of several permits: `capacity` checks it.
@@ -50,10 +52,15 @@ pub fn check(history: &History, verdict: &mut Verdict) {
                             .or_default() += 1;
                         continue;
                     }
+                    // Past the lease, the overlap is with the lock delay after it.
+                    let what = match a.hold.valid().is_some_and(|lease| lease.1 <= b.valid.0) {
+                        true => "taken within the lock delay after the lease of",
+                        false => "valid leases overlap:",
+                    };
                     verdict.violate(
                         Property::Exclusion,
                         format!(
-                            "{lock}: valid leases overlap: {:?} (fence {:?}) and {:?} (fence {:?})",
+                            "{lock}: {what} {:?} (fence {:?}) and {:?} (fence {:?})",
                             a.hold.holder, a.hold.fence, b.hold.holder, b.hold.fence
                         ),
                     );
@@ -106,6 +113,28 @@ mod tests {
         let v = check(&history(facts, &logs));
         assert!(v.violations.is_empty(), "{:?}", v.examples);
         assert_eq!(v.overlaps_after_amnesia[&Fault::RestartFromSnapshot], 1);
+    }
+
+    #[test]
+    fn nobody_may_hold_within_the_lock_delay_after_a_lease_that_ran_out() {
+        // Holder 0's lease ended at 10 with a delay of 5; it released only at 30.
+        let late = |next: (u64, u64), release_us: u64| {
+            let mut history = history(
+                facts(),
+                &[(None, held(0, 1, 1, (0, 10))), (None, held(1, 1, 2, next))],
+            );
+            history.holds[0].lock_delay_us = 5;
+            let end = history.holds[0].end.as_mut().unwrap();
+            end.section = (0, 30);
+            (end.release_us, end.released, end.lost) = (release_us, Some(false), true);
+            check(&history)
+        };
+        // Taken within the delay: the paused holder may be writing.
+        assert_eq!(late((12, 20), 30).violations[&Property::Exclusion], 1);
+        // Taken once the delay is over, or after the holder released.
+        for fine in [late((15, 20), 30), late((12, 20), 11)] {
+            assert!(fine.violations.is_empty(), "{:?}", fine.examples);
+        }
     }
 
     #[test]

@@ -77,6 +77,7 @@ pub fn held(worker: usize, seq: u64, fence: u64, valid: (u64, u64)) -> Vec<Recor
             at_us: valid.0,
             ttl_us: TTL,
             weight: 1,
+            lock_delay_us: 0,
         },
         Record::Ended {
             holder,

@@ -6,11 +6,13 @@
 //! ends (one acquisition in twenty takes a 10 s lease) is not checked: waiting out
 //! a crashed holder's lease is the promise, not a wedge.
 
+use std::collections::HashSet;
+
 use serde::Serialize;
 
 use super::{Property, Verdict, ms};
 use crate::history::History;
-use crate::record::Holder;
+use crate::record::{Holder, LatchCallKind};
 use crate::transactions::TxOutcome;
 
 #[derive(Debug, Default, Serialize)]
@@ -80,20 +82,40 @@ pub fn check(history: &History, verdict: &mut Verdict) {
 }
 
 /// Until when a holder killed while holding `lock` may still hold it: its lease
-/// from its last renewal, the kill at the latest.
+/// from its last renewal, the kill at the latest; or, for a token no guard had (a
+/// grant to an attempt still in flight, such as a multi-lock's round, is never
+/// logged by a worker killed then), until it was last seen, if a worker was killed
+/// while Redis held it.
 fn held_by_the_dead_until(history: &History, lock: &str) -> u64 {
-    history
+    let logged = history
         .holds
         .iter()
         .filter(|hold| hold.lock == lock && hold.end.is_none())
-        .filter_map(|hold| Some(hold.killed_us? + hold.ttl_us))
-        .max()
-        .unwrap_or(0)
+        .filter_map(|hold| Some(hold.killed_us? + hold.ttl_us));
+    let guards: HashSet<&str> = history.holds.iter().map(|h| h.owner.as_str()).collect();
+    let kills: Vec<u64> = history
+        .facts
+        .incarnations
+        .iter()
+        .filter_map(|i| i.killed_us)
+        .collect();
+    let unlogged = history
+        .facts
+        .samples
+        .iter()
+        .filter(|run| run.lock == lock && !guards.contains(run.token.as_str()))
+        .filter(|run| {
+            kills
+                .iter()
+                .any(|&killed| run.first_sent_us <= killed && killed <= run.last_us)
+        })
+        .map(|run| run.last_us);
+    logged.chain(unlogged).max().unwrap_or(0)
 }
 
 /// Every time a worker got what it asked for, from its start to its end (wall µs):
 /// an acquisition through its release, an allowed rate-limit call, a committed
-/// transaction (each workload's way of taking a lock).
+/// transaction, an answered count down (each workload's way of taking a lock).
 fn successes(history: &History) -> impl Iterator<Item = (Holder, &str, u64, u64)> {
     let holds = history.holds.iter().filter_map(|hold| {
         let end = hold.end.as_ref()?.release_end_us;
@@ -109,7 +131,15 @@ fn successes(history: &History) -> impl Iterator<Item = (Holder, &str, u64, u64)
         .iter()
         .filter(|tx| tx.outcome == TxOutcome::Committed)
         .map(|tx| (tx.holder, tx.lock.as_str(), tx.sent_us, tx.recv_us));
-    holds.chain(calls).chain(txs)
+    let latches = history
+        .latches
+        .iter()
+        .filter(|call| match call.call {
+            LatchCallKind::CountDown { answer } => answer.is_some(),
+            LatchCallKind::Wait { .. } => false,
+        })
+        .map(|call| (call.holder, call.lock.as_str(), call.sent_us, call.recv_us));
+    holds.chain(calls).chain(txs).chain(latches)
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@ mod fifo;
 #[cfg(test)]
 mod fixtures;
 mod holds;
+mod latches;
+mod leaders;
 mod liveness;
 mod orphans;
 mod rates;
@@ -56,6 +58,11 @@ pub enum Property {
     RateLimit,
     /// Every transaction's write landed once, or not at all when it said so.
     Transactions,
+    /// Election observers were told of real leaders only, in the order of their
+    /// terms.
+    Leaders,
+    /// A latch opened once, at its last count down, and its waiters heard of it.
+    Latches,
 }
 
 /// One broken promise.
@@ -94,6 +101,8 @@ pub struct Verdict {
     pub resurrections: resurrection::Stats,
     pub rates: rates::Stats,
     pub transactions: transactions::Stats,
+    pub leaders: leaders::Stats,
+    pub latches: latches::Stats,
     /// Violations by property.
     pub violations: BTreeMap<Property, usize>,
     /// The first few of each property.
@@ -129,6 +138,8 @@ pub fn check(history: &History) -> Verdict {
     resurrection::check(history, &mut verdict);
     rates::check(history, &mut verdict);
     transactions::check(history, &mut verdict);
+    leaders::check(history, &mut verdict);
+    latches::check(history, &mut verdict);
     verdict
 }
 

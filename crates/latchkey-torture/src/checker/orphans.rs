@@ -21,15 +21,17 @@
 //!   was paused or killed right then (nothing renews the lease any more, and the
 //!   guard's drop cannot free the lock in a frozen or dead process);
 //! - for a token no guard ever had (a grant whose caller was cancelled or killed
-//!   before `lock()` returned, or a handover to a waiter that gave up or froze): the
-//!   expiry its key had when first seen, or, if a waiter that logged no guard could
-//!   have sent the grant (it had started by then and its cleanup, below, had not
-//!   ended), that waiter's end, with the same allowances as a release: its attempts
-//!   take the lock again under the same token while it waits (a retry after a lost
-//!   reply; a handover's holder renewing what a release passed it), and its end
-//!   undoes them. The history does not say which waiter a token was (the library
-//!   draws it), so the latest such cleanup bounds it; once every possible owner is
-//!   gone, nothing may renew it.
+//!   before `lock()` returned, a lock a multi-lock took and gave back, or a handover
+//!   to a waiter that gave up or froze): the end of an attempt that could have sent
+//!   the grant (it had started by then and its cleanup, below, had not ended), with
+//!   the same allowances as a release: its attempts take the lock again under the
+//!   same token while it waits (a retry after a lost reply; a handover's holder
+//!   renewing what a release passed it), and its end undoes them. The history does
+//!   not say which attempt a token was (the library draws it), so the latest such
+//!   cleanup bounds it; or one lease after a worker was killed while it was there
+//!   (an attempt in flight in a killed worker is never logged); or a lease after a
+//!   restart or failover that may have brought it back. Once every possible owner
+//!   is gone, nothing may hold it.
 
 use std::collections::{HashMap, HashSet};
 
@@ -200,11 +202,20 @@ fn restored_until(history: &History, seen_us: u64, lease: u64) -> u64 {
         .unwrap_or(0)
 }
 
-/// A token no guard ever had: it may live out the expiry it had when first seen, or
-/// until the cleanup of the latest waiter that could have been its owner.
+/// A token no guard ever had. Its owner was an attempt that did not log it: one
+/// that ended without a guard (its undo frees it), a multi-lock that gave a lock
+/// back on its way to a guard, the waiter an `AbortHandoff` release passed it to,
+/// or an attempt in flight in a worker that was killed. So it must be gone by the
+/// cleanup of the latest logged attempt that could have sent it, or one lease after
+/// a kill while it was there, or, if a restart or failover may have brought it
+/// back, a lease after that.
 fn unknown_orphan(history: &History, waiters: &[Waiter], run: &HoldRun) -> Orphan {
     let expiry_us = u64::try_from(run.first_pttl_ms).unwrap_or(0) * 1000;
-    let lease = history.facts.waiter_lease_us;
+    // The longest expiry the owner's keys may have: the one first seen, the run's
+    // lease, a queued waiter's lease.
+    let lease = expiry_us
+        .max(history.facts.ttl_us)
+        .max(history.facts.waiter_lease_us);
     let owner_gone = waiters
         .iter()
         .filter(|waiter| waiter.start_us <= run.first_us)
@@ -213,12 +224,39 @@ fn unknown_orphan(history: &History, waiters: &[Waiter], run: &HoldRun) -> Orpha
                 .ended
                 .cleaned_up_by(history, lease.max(waiter.ended.ttl))
         })
-        .filter(|&cleaned| cleaned >= run.first_sent_us)
+        // Within the slack, a cleanup may still land after the token was first seen
+        // (an aborted waiter that a release handed the lock to undoes it as it ends,
+        // just after the release returned).
+        .filter(|&cleaned| cleaned + ORPHAN_SLACK_US >= run.first_sent_us)
         .max()
         .unwrap_or(0);
+    let killed_owner_gone = history
+        .facts
+        .incarnations
+        .iter()
+        .filter_map(|incarnation| incarnation.killed_us)
+        // A worker killed before it was seen may have set it just before it died.
+        .filter(|&killed| killed <= run.last_us && run.first_sent_us <= killed + lease)
+        .map(|killed| killed + lease)
+        .max()
+        // Seen late (the sampler reconnecting after a fault), a lease it had when
+        // first seen may end later than that.
+        .map_or(0, |gone| gone.max(run.first_us + expiry_us));
     Orphan {
         since_us: run.first_us,
-        deadline_us: (run.first_us + expiry_us).max(owner_gone),
+        deadline_us: owner_gone
+            .max(killed_owner_gone)
+            .max(restored(history, run, lease, expiry_us)),
+    }
+}
+
+/// Until when a token first seen in `run` may have been brought back by a restart
+/// or failover (0 if none could have): a `lease` after the server was back, or the
+/// expiry it had when first seen, if the sampler saw it late.
+fn restored(history: &History, run: &HoldRun, lease: u64, expiry_us: u64) -> u64 {
+    match restored_until(history, run.first_us, lease) {
+        0 => 0,
+        until => until.max(run.first_us + expiry_us),
     }
 }
 
@@ -230,16 +268,16 @@ struct Waiter {
     ended: Ended,
 }
 
-/// Every lock's waiters that logged no guard.
+/// Every lock's attempts, and the waiters that logged no guard: whatever may have
+/// owned a token no guard had. (An attempt that got its guard may have owned
+/// another token of the lock on its way: a multi-lock gives back a lock it took
+/// and takes it again later.)
 fn unlogged_waiters(history: &History) -> HashMap<&str, Vec<Waiter>> {
     let mut waiters: HashMap<&str, Vec<Waiter>> = HashMap::new();
     let mut handing_off = HashSet::new();
     for attempt in &history.attempts {
-        if attempt.outcome == Outcome::Acquired {
-            if attempt.mode == Mode::AbortHandoff {
-                handing_off.insert(attempt.holder);
-            }
-            continue;
+        if attempt.outcome == Outcome::Acquired && attempt.mode == Mode::AbortHandoff {
+            handing_off.insert(attempt.holder);
         }
         waiters.entry(&attempt.lock).or_default().push(Waiter {
             start_us: attempt.start_us,
@@ -298,6 +336,7 @@ mod tests {
     use crate::history::RunFacts;
     use crate::record::{Mode, Outcome, Record};
     use crate::sampler::HoldRun;
+    use crate::workers::Incarnation;
 
     fn seen(token: String, first_us: u64, last_us: u64, first_pttl_ms: i64) -> HoldRun {
         HoldRun {
@@ -419,14 +458,24 @@ mod tests {
     }
 
     #[test]
-    fn a_token_no_guard_had_may_only_run_out() {
+    fn a_token_no_attempt_could_have_sent_is_an_orphan_unless_its_worker_died() {
         let mut facts = facts();
         facts.samples.push(seen("nobody".into(), 0, 900_000, 1_000));
+        // No attempt had started, and no worker died: nothing may hold it.
+        let v = check(&history(facts.clone(), &[]));
+        assert_eq!(v.violations[&Property::Orphan], 1);
+        assert_eq!(v.orphans.unknown_tokens, 1);
+        // A worker killed with it in flight: it may live out its lease (the 1 s it
+        // had when first seen) from the kill.
+        facts.incarnations.push(Incarnation {
+            worker: 3,
+            incarnation: 0,
+            killed_us: Some(50_000),
+        });
         let v = check(&history(facts.clone(), &[]));
         assert!(v.violations.is_empty(), "{:?}", v.examples);
-        assert_eq!(v.orphans.unknown_tokens, 1);
-        // Still there after the expiry it had: something renewed it.
-        facts.samples[0].last_us = 1_000_000 + 2 * ORPHAN_SLACK_US;
+        // Still there after that lease: something renewed it.
+        facts.samples[0].last_us = 1_050_000 + 2 * ORPHAN_SLACK_US;
         let v = check(&history(facts, &[]));
         assert_eq!(v.violations[&Property::Orphan], 1);
     }

@@ -51,7 +51,7 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
             top_up,
             replicas,
         } = won;
-        let state = Arc::new(LeaseState::new(lease.ttl(), valid_until));
+        let state = Arc::new(LeaseState::new(lease, valid_until));
         // A fixed lease needs no task (`lost()` watches the clock itself) unless it
         // was handed over with only the waiter lease and must be extended once.
         let renewals = match (lease.is_renewed(), top_up) {
@@ -135,6 +135,7 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
     /// # Ok(()) }
     /// ```
     pub async fn fence(&self) -> Result<u64> {
+        self.check_hold_limit()?;
         let held = &self.held;
         let computed = held.fence.get_or_try_init(|| async {
             let hold = &held.hold;
@@ -323,6 +324,23 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
         self.held.lease.is_lost()
     }
 
+    /// Whether the hold reached the limit its lease set
+    /// ([`Lease::with_max_hold`]): then [`is_lost`](Self::is_lost) is true too, for
+    /// this reason rather than a lost lease.
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: latchkey::Mutex) -> latchkey::Result<()> {
+    /// let guard = mutex.lock().await?;
+    /// guard.lost().await;
+    /// if guard.hold_limit_reached() {
+    ///     eprintln!("held too long: giving up");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_limit_reached(&self) -> bool {
+        self.held.lease.hold_limit_reached()
+    }
+
     /// Resets the lease to `ttl` from now (it is reset, not added to: extending a lease
     /// with 3 s left by 10 s leaves 10 s), if the lock is still ours. One round trip,
     /// not retried. The guard's [`validity`](Self::validity) then counts from when the
@@ -359,14 +377,41 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
     /// ```
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
         let ttl = Ttl::at_least(ttl, Lease::MIN_FIXED, "an extension")?;
+        self.check_hold_limit()?;
+        let lease = &self.held.lease;
+        // Never past the hold limit (by more than the shortest extension).
+        let ttl = match lease.hold_left() {
+            Some(left) if left < ttl.as_duration() => {
+                Ttl::new(left.max(Lease::MIN_FIXED)).unwrap_or(ttl)
+            }
+            _ => ttl,
+        };
+        let in_redis = lease.in_redis_for(ttl)?;
         let sent = Instant::now();
         let hold = &self.held.hold;
-        if !hold.store.extend(&hold.key, &hold.owner, ttl).await? {
-            self.held.lease.lose();
+        if !hold.store.extend(&hold.key, &hold.owner, in_redis).await? {
+            lease.lose();
             return Err(Error::lease_lost(&hold.key));
         }
-        self.held.lease.renewed(ttl, sent);
+        lease.renewed(in_redis, sent);
         Ok(())
+    }
+
+    /// The error for a hold that ended under its holder: [`Error::HoldLimit`] if
+    /// the limit ended it, else [`Error::LeaseLost`].
+    pub(crate) fn lost_error(&self) -> Error {
+        self.check_hold_limit()
+            .err()
+            .unwrap_or_else(|| Error::lease_lost(&self.held.hold.key))
+    }
+
+    /// [`Error::HoldLimit`] once the hold limit is reached.
+    fn check_hold_limit(&self) -> Result<()> {
+        let lease = &self.held.lease;
+        match lease.hold_limit_reached() {
+            true => Err(Error::hold_limit(&self.held.hold.key, lease.max_hold())),
+            false => Ok(()),
+        }
     }
 
     /// Asks Redis whether the lock still holds our owner token: one GET. It does not
@@ -417,6 +462,7 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
     /// ```
     pub fn detach(self) -> Result<HoldToken> {
         can_hand_off(&self.held.hold.store)?;
+        self.check_hold_limit()?;
         let mut held = Arc::try_unwrap(self.held).map_err(|_| {
             Error::InvalidArgument(
                 "cannot detach a hold that other guards (reenter) still share: drop them first"
@@ -477,6 +523,45 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
         };
         held.stop_renewing();
         held.hold.release().await
+    }
+}
+
+impl<S: Pass + WakeUps> super::section::Hold for MutexGuard<S> {
+    fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        MutexGuard::lost(self)
+    }
+
+    fn lost_error(&self) -> Error {
+        MutexGuard::lost_error(self)
+    }
+
+    fn release(self) -> impl Future<Output = Result<bool>> + Send {
+        MutexGuard::release(self)
+    }
+}
+
+/// What a trade of a hold for another needs (a read-write lock's downgrade).
+impl<S: Pass + WakeUps> MutexGuard<S> {
+    /// The store the lock is held in.
+    pub(crate) fn store(&self) -> &S {
+        &self.held.hold.store
+    }
+
+    /// The hold itself, its renewals stopped; dropped, it still releases the lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] while other guards of this acquisition
+    /// ([`reenter`](Self::reenter)) live.
+    pub(crate) fn into_held(self) -> Result<Held<S>> {
+        let mut held = Arc::try_unwrap(self.held).map_err(|_| {
+            Error::InvalidArgument(
+                "cannot trade a hold that other guards (reenter) still share: drop them first"
+                    .to_owned(),
+            )
+        })?;
+        held.stop_renewing();
+        Ok(held)
     }
 }
 

@@ -1,12 +1,13 @@
 //! What every guard of one acquisition shares: the hold, the fence, the lease.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::release_on_drop::ReleaseOnDrop;
-use crate::lease::Ttl;
+use crate::lease::{Lease, Ttl};
 use crate::store::{Pass, WakeUps};
 
 /// One acquisition. Reentrant guards share it through an `Arc`; the last one to go
@@ -31,39 +32,119 @@ impl<S: Pass + WakeUps> Held<S> {
     }
 }
 
-/// How long the lease surely lasts, and whether it was lost.
+/// How long the lease surely lasts, whether it was lost, and when the hold limit
+/// (if any) ends the hold.
+///
+/// With a lock delay ([`Lease::with_lock_delay`](crate::Lease::with_lock_delay))
+/// Redis keeps the lock for the lease plus the delay; the holder counts on the
+/// lease alone.
 #[derive(Debug)]
 pub(crate) struct LeaseState {
+    /// The holder's lease: renewals come every third of it.
     pub(crate) ttl: Ttl,
-    valid_until: StdMutex<Instant>,
+    /// What renewals ask Redis for: the lease and the lock delay.
+    pub(crate) in_redis: Ttl,
+    delay: Duration,
+    /// When Redis frees the lock by itself at the earliest, by our clock.
+    redis_ends: StdMutex<Instant>,
+    /// The hold limit ([`Lease::with_max_hold`](crate::Lease::with_max_hold)), and
+    /// when it ends.
+    max_hold: Option<Duration>,
+    hold_ends: Option<Instant>,
+    /// The lease was lost before the hold limit came (so it is not why).
+    lost_before_the_limit: AtomicBool,
     lost: CancellationToken,
 }
 
 impl LeaseState {
-    /// A lease of `ttl` (renewals ask for that) that is surely ours until `valid_until`.
-    pub(crate) fn new(ttl: Ttl, valid_until: Instant) -> Self {
+    /// The state of a hold taken with `lease` that Redis keeps at least until
+    /// `redis_ends`.
+    pub(crate) fn new(lease: Lease, redis_ends: Instant) -> Self {
+        let max_hold = lease.max_hold();
         LeaseState {
-            ttl,
-            valid_until: StdMutex::new(valid_until),
+            ttl: lease.ttl(),
+            in_redis: lease.in_redis(),
+            delay: lease.lock_delay(),
+            redis_ends: StdMutex::new(redis_ends),
+            max_hold,
+            hold_ends: max_hold.and_then(|limit| Instant::now().checked_add(limit)),
+            lost_before_the_limit: AtomicBool::new(false),
             lost: CancellationToken::new(),
         }
     }
 
+    /// Until when the holder may count on the lock: the lease's end, or the hold
+    /// limit's if that comes first.
     pub(crate) fn valid_until(&self) -> Instant {
-        *self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
+        let lease_ends = self.lease_ends();
+        self.hold_ends
+            .map_or(lease_ends, |hold| hold.min(lease_ends))
     }
 
     pub(crate) fn validity(&self) -> Duration {
         self.valid_until().saturating_duration_since(Instant::now())
     }
 
-    /// Redis reset the lease to `ttl` for a request sent at `sent`.
-    pub(crate) fn renewed(&self, ttl: Ttl, sent: Instant) {
-        *self.valid_until.lock().unwrap_or_else(|p| p.into_inner()) = ttl.valid_until(sent);
+    /// Until when the lock surely stays ours in Redis and the holder may count on
+    /// it, hold limit or not: what a renewal has to beat.
+    fn lease_ends(&self) -> Instant {
+        Ttl::lease_end(self.redis_ends(), self.delay)
+    }
+
+    /// What is left of the lease, hold limit or not.
+    pub(crate) fn lease_left(&self) -> Duration {
+        self.lease_ends().saturating_duration_since(Instant::now())
+    }
+
+    /// When the lock has surely ended by itself in Redis, lock delay included.
+    pub(crate) fn redis_ends(&self) -> Instant {
+        *self.redis_ends.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The hold limit (zero when there is none).
+    pub(crate) fn max_hold(&self) -> Duration {
+        self.max_hold.unwrap_or_default()
+    }
+
+    /// Whether the hold limit has been reached (and the lease was not lost for
+    /// another reason first).
+    pub(crate) fn hold_limit_reached(&self) -> bool {
+        self.limit_passed() && !self.lost_before_the_limit.load(Ordering::Relaxed)
+    }
+
+    fn limit_passed(&self) -> bool {
+        self.hold_ends.is_some_and(|hold| hold <= Instant::now())
+    }
+
+    /// What is left of the hold limit, if there is one.
+    pub(crate) fn hold_left(&self) -> Option<Duration> {
+        self.hold_ends
+            .map(|hold| hold.saturating_duration_since(Instant::now()))
+    }
+
+    /// Whether the lease as it stands covers the rest of the hold limit, so
+    /// renewing it would keep the lock in Redis past the point where the holder
+    /// stops counting on it.
+    pub(crate) fn covers_the_hold(&self) -> bool {
+        self.hold_ends.is_some_and(|hold| hold <= self.lease_ends())
+    }
+
+    /// What Redis keeps the lock for when the holder asks for `ttl`: that and the
+    /// lock delay.
+    pub(crate) fn in_redis_for(&self, ttl: Ttl) -> crate::Result<Ttl> {
+        ttl.plus(self.delay)
+    }
+
+    /// Redis reset the lock's expiry to `in_redis` for a request sent at `sent`.
+    pub(crate) fn renewed(&self, in_redis: Ttl, sent: Instant) {
+        *self.redis_ends.lock().unwrap_or_else(|p| p.into_inner()) = in_redis.valid_until(sent);
     }
 
     /// The lease is gone: tell the holder.
     pub(crate) fn lose(&self) {
+        if !self.lost.is_cancelled() && !self.limit_passed() {
+            self.lost_before_the_limit.store(true, Ordering::Relaxed);
+        }
         self.lost.cancel();
     }
 
@@ -93,8 +174,8 @@ impl LeaseState {
     }
 
     /// Resolves once the lease is lost: the watchdog said so, or it ran out by our
-    /// clock (then this fires the signal itself). A renewal in the meantime moves the
-    /// end, and the wait goes on.
+    /// clock, or the hold limit was reached (then this fires the signal itself). A
+    /// renewal in the meantime moves the end, and the wait goes on.
     pub(crate) async fn until_lost(&self) {
         loop {
             let until = self.valid_until();

@@ -11,6 +11,7 @@ mod local;
 mod local_turn;
 mod mutex;
 mod release_on_drop;
+pub(crate) mod section;
 mod waiter;
 mod watchdog;
 
@@ -21,3 +22,5 @@ pub use hold_token::HoldToken;
 pub(crate) use local::LocalLocks;
 pub use mutex::Mutex;
 pub use release_on_drop::finish_background_releases;
+pub(crate) use release_on_drop::{ReleaseOnDrop, spawn_release};
+pub(crate) use waiter::Won;

@@ -8,6 +8,7 @@ use super::guard::{MutexGuard, can_hand_off};
 use super::hold_token::HoldToken;
 use super::local::LocalLocks;
 use super::release_on_drop::ReleaseOnDrop;
+use super::section;
 use super::waiter::{self, Wait, Won};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
@@ -211,6 +212,11 @@ impl<S: Pass + WakeUps> Mutex<S> {
         self.fencing
     }
 
+    /// The store the lock is kept in.
+    pub(crate) fn store(&self) -> &S {
+        &self.store
+    }
+
     fn is_fair(&self) -> bool {
         self.fairness == Fairness::Fair
     }
@@ -347,20 +353,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// # Ok(()) }
     /// ```
     pub async fn with_lock<T>(&self, work: impl AsyncFnOnce(&MutexGuard<S>) -> T) -> Result<T> {
-        let guard = self.lock().await?;
-        let outcome = {
-            let lost = guard.lost();
-            let work = work(&guard);
-            tokio::select! {
-                biased;
-                value = work => Some(value),
-                () = lost => None,
-            }
-        };
-        match outcome {
-            Some(value) if guard.release().await? => Ok(value),
-            _ => Err(Error::lease_lost(&self.key)),
-        }
+        section::run_under(self.lock().await?, work).await
     }
 
     /// Whether anybody (latchkey or another library) holds the lock right now: one
@@ -414,7 +407,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// ```
     pub async fn adopt(&self, token: &HoldToken) -> Result<MutexGuard<S>> {
         can_hand_off(&self.store)?;
-        let ttl = self.lease.ttl();
+        let ttl = self.lease.in_redis();
         let owner = OwnerToken::generate()?;
         let sent = Instant::now();
         let passed = self
@@ -474,24 +467,32 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// ```
     pub async fn release_held(&self, token: &HoldToken) -> Result<bool> {
         can_hand_off(&self.store)?;
-        let ttl = self.lease.ttl();
+        let ttl = self.lease.in_redis();
         let owner = token.owner().clone();
         ReleaseOnDrop::held(self.store.clone(), self.key.clone(), owner, None, ttl)
             .release()
             .await
     }
 
-    /// Extends the hold of `token` to `ttl`, or says its lease is lost.
+    /// Extends the hold of `token` to `ttl` (and this mutex's lock delay), or says
+    /// its lease is lost.
     async fn extend_or_lost(&self, token: &HoldToken, ttl: Ttl) -> Result<()> {
-        if self.store.extend(&self.key, token.owner(), ttl).await? {
+        let in_redis = ttl.plus(self.lease.lock_delay())?;
+        if self
+            .store
+            .extend(&self.key, token.owner(), in_redis)
+            .await?
+        {
             return Ok(());
         }
         Err(Error::lease_lost(&self.key))
     }
 
-    async fn acquire(&self, deadline: Option<Instant>) -> Result<MutexGuard<S>> {
+    pub(crate) async fn acquire(&self, deadline: Option<Instant>) -> Result<MutexGuard<S>> {
         let wait = Wait {
-            ttl: self.lease.ttl(),
+            // What Redis keeps the lock for; the guard counts on the lease alone.
+            ttl: self.lease.in_redis(),
+            lock_delay: self.lease.lock_delay(),
             fair: self.is_fair(),
             fenced: self.fencing == Fencing::OnGrant,
             waiter_lease: self.waiter_lease,

@@ -179,7 +179,7 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             .lease
             .as_ref()
             .filter(|_| self.state == HoldState::Held)
-            .map(|lease| lease.valid_until() + lease.ttl.drift() * 2 + RESPONSE_TIMEOUT);
+            .map(|lease| lease.redis_ends() + lease.in_redis.drift() * 2 + RESPONSE_TIMEOUT);
         let by_ttl = now + self.ttl.as_duration() + self.ttl.drift() + RESPONSE_TIMEOUT;
         by_lease.unwrap_or(by_ttl).max(now)
     }
@@ -299,6 +299,17 @@ impl<S: Pass + WakeUps> Drop for ReleaseOnDrop<S> {
             }
         }, &runtime);
     }
+}
+
+/// Runs `release` (a release of something a caller let go: a lock, a leadership)
+/// on `runtime` to its end, however early its caller stops waiting, among the
+/// releases [`finish_background_releases`] waits for.
+pub(crate) fn spawn_release<F>(release: F, runtime: &Handle) -> tokio::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    background().spawn_on(release, runtime)
 }
 
 /// The releases running in the background, so a process can wait for them before it

@@ -45,7 +45,10 @@ const FOREIGN_RECHECK: Duration = Duration::from_millis(40);
 /// What a waiter wants.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Wait {
+    /// What Redis keeps the lock for: the lease and its lock delay.
     pub(crate) ttl: Ttl,
+    /// The lock delay ([`Lease::with_lock_delay`](crate::Lease::with_lock_delay)).
+    pub(crate) lock_delay: Duration,
     pub(crate) fair: bool,
     /// Ask for the fencing token with the grant (see [`crate::Fencing`]).
     pub(crate) fenced: bool,
@@ -388,16 +391,25 @@ fn handed(watch: &Watch, queued: Option<&Queued>, wait: &Wait) -> Option<Handove
     let now = Instant::now();
     let waiter_lease_until = wait.waiter_lease.valid_until(queued.sent);
     let valid_until = waiter_lease_until.min(wait.ttl.valid_until(queued.sent));
-    let shorter = wait.ttl.min(wait.waiter_lease).as_duration();
-    if valid_until.saturating_duration_since(now) < shorter / 3 {
+    // The holder counts on the lease alone, not on the lock delay Redis adds to it.
+    let holder_until = Ttl::lease_end(valid_until, wait.lock_delay);
+    let lease = wait.ttl.as_duration().saturating_sub(wait.lock_delay);
+    let shorter = lease.min(wait.waiter_lease.as_duration());
+    if holder_until.saturating_duration_since(now) < shorter / 3 {
         return None;
     }
     // What was left of the waiter lease when the release ran covered the whole lease.
     let waiter_lease_left = waiter_lease_until.saturating_duration_since(now);
+    let in_full = waiter_lease_left >= wait.ttl.as_duration();
+    // A lock handed over with only the waiter lease has no lock delay behind it in
+    // Redis: the next attempt claims it afresh, with the delay.
+    if !in_full && !wait.lock_delay.is_zero() {
+        return None;
+    }
     Some(Handover {
         fence,
         valid_until,
-        in_full: waiter_lease_left >= wait.ttl.as_duration(),
+        in_full,
     })
 }
 

@@ -4,7 +4,8 @@
 //! left of the waiter lease first after a third of that; a fixed lease is then
 //! extended just that once, to its full length). If an extend finds the lock no longer ours, or
 //! Redis does not answer before the lease would end, the `lost` signal fires at once
-//! and the watchdog stops. No renewal starts once its guard is released or dropped,
+//! and the watchdog stops. With a hold limit, renewals stop once the lease covers
+//! the rest of it, and `lost` fires when it is reached. No renewal starts once its guard is released or dropped,
 //! and the release waits for one already in flight (see [`Stopper`]).
 //! The user-facing account is the crate docs' `# Leases` section.
 
@@ -98,7 +99,9 @@ impl<S: Pass + WakeUps> Watchdog<S> {
             // A handed-over lock runs on what was left of the waiter lease: extend it
             // once a third of that has gone, as for any lease, so a short critical
             // section (the common case) costs no extension at all.
-            Renewals::Periodic { top_up: true } | Renewals::TopUpOnce => self.lease.validity() / 3,
+            Renewals::Periodic { top_up: true } | Renewals::TopUpOnce => {
+                self.lease.lease_left() / 3
+            }
         };
         loop {
             let until = self.lease.valid_until();
@@ -114,10 +117,20 @@ impl<S: Pass + WakeUps> Watchdog<S> {
             if self.stopper.stop.is_cancelled() {
                 return;
             }
-            if self.lease.validity().is_zero() {
+            if self.lease.hold_limit_reached() {
+                tracing::info!(key = %self.key, "hold limit reached: no more renewals, and `lost` fires");
+                self.lease.lose();
+                return;
+            }
+            if self.lease.lease_left().is_zero() {
                 tracing::warn!(key = %self.key, "lease ran out under its holder");
                 self.lease.lose();
                 return;
+            }
+            if self.lease.covers_the_hold() {
+                // Wake at the hold limit (`valid_until` is capped by it), no sooner.
+                pause = self.lease.validity();
+                continue;
             }
             pause = match self.renew().await {
                 Renewal::Done if matches!(self.renewals, Renewals::TopUpOnce) => return,
@@ -134,11 +147,13 @@ impl<S: Pass + WakeUps> Watchdog<S> {
     /// One extend, given no longer than what is left of the lease.
     async fn renew(&self) -> Renewal {
         let sent = Instant::now();
-        let budget = self.lease.validity();
-        let extend = self.store.extend(&self.key, &self.owner, self.lease.ttl);
+        let budget = self.lease.lease_left();
+        let extend = self
+            .store
+            .extend(&self.key, &self.owner, self.lease.in_redis);
         match tokio::time::timeout(budget, extend).await {
             Ok(Ok(true)) => {
-                self.lease.renewed(self.lease.ttl, sent);
+                self.lease.renewed(self.lease.in_redis, sent);
                 Renewal::Done
             }
             Ok(Ok(false)) => {

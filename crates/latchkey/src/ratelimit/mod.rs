@@ -27,7 +27,9 @@
 //! with skewed clocks agree), one round trip. **Denied calls consume nothing**: a
 //! client hammering a closed limit does not keep it closed, and a call that would
 //! overshoot with its cost is refused whole. Every key a limiter writes expires once
-//! the limit is back to full, so per-phone or per-IP limiters leave nothing behind.
+//! the limit is back to full (GCRA's at most one burst later: it is kept for the
+//! tolerance after the last call it counted, which spares a computed expiry on
+//! every call), so per-phone or per-IP limiters leave nothing behind.
 //!
 //! A limiter named `N` keeps its state in companion keys of `N` (see
 //! [`LockKey`](crate::LockKey)): `{N}:lk:cooldown`, `{N}:lk:rate` (fixed window),

@@ -312,22 +312,29 @@ impl Policy {
             ),
             Algorithm::Gcra { burst } => {
                 let interval = self.emission_interval_us();
+                let tolerance = interval * (burst + 1);
                 call(
                     &scripts::GCRA,
                     &[key.companion("gcra")],
-                    &[interval, interval * (burst + 1), cost, consume],
+                    &[
+                        interval.saturating_mul(cost),
+                        tolerance,
+                        consume,
+                        tolerance.div_ceil(1000),
+                    ],
                 )
             }
         }
     }
 
-    /// The decision a script's reply `{allowed, remaining, retry µs (-1: none),
-    /// reset µs}` stands for.
-    pub(crate) fn decision(
-        &self,
-        (allowed, remaining, retry_us, reset_us): (i64, i64, i64, i64),
-    ) -> Decision {
+    /// The decision the script's reply to [`Policy::invocation`] for `cost` stands
+    /// for.
+    pub(crate) fn decision(&self, reply: ScriptReply, cost: u64) -> Decision {
         let micros = |us: i64| Duration::from_micros(us.max(0) as u64);
+        let (allowed, remaining, retry_us, reset_us) = match reply {
+            ScriptReply::Full(full) => full,
+            ScriptReply::Ahead(ahead) => self.gcra_reply(ahead, cost),
+        };
         Decision::new(
             allowed == 1,
             self.capacity(),
@@ -337,9 +344,46 @@ impl Policy {
         )
     }
 
+    /// The full reply GCRA's one number stands for: how far ahead of the server
+    /// clock its TAT is, or `-(ahead) - 1` when the call was denied (see
+    /// `scripts/ratelimit/gcra.lua`).
+    fn gcra_reply(&self, reply: i64, cost: u64) -> (i64, i64, i64, i64) {
+        let interval = self.emission_interval_us() as i64;
+        let tolerance = interval * self.capacity() as i64;
+        let allowed = reply >= 0;
+        let ahead = if allowed { reply } else { -reply - 1 };
+        let remaining = (tolerance - ahead).max(0) / interval.max(1);
+        let retry = match allowed {
+            true => -1,
+            false => {
+                let increment = interval.saturating_mul(i64::try_from(cost).unwrap_or(i64::MAX));
+                ahead.saturating_add(increment).saturating_sub(tolerance)
+            }
+        };
+        (i64::from(allowed), remaining, retry, ahead)
+    }
+
     /// GCRA's spacing between calls at the steady rate, in whole µs.
     fn emission_interval_us(&self) -> u64 {
         self.period.as_duration().as_micros() as u64 / self.quota
+    }
+}
+
+/// What a rate-limit script answers: the full reply `{allowed (1/0), remaining,
+/// retry µs (-1: none), reset µs}`, or GCRA's one number (see
+/// [`Policy::decision`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ScriptReply {
+    Full((i64, i64, i64, i64)),
+    Ahead(i64),
+}
+
+impl redis::FromRedisValue for ScriptReply {
+    fn from_redis_value(v: redis::Value) -> std::result::Result<Self, redis::ParsingError> {
+        match v {
+            redis::Value::Int(ahead) => Ok(ScriptReply::Ahead(ahead)),
+            full => Ok(ScriptReply::Full(redis::from_redis_value(full)?)),
+        }
     }
 }
 
@@ -357,4 +401,44 @@ fn call(script: &'static Script, keys: &[String], args: &[u64]) -> ScriptInvocat
 
 fn invalid<T>(message: String) -> Result<T> {
     Err(Error::InvalidArgument(message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gcra_s_one_number_gives_the_whole_decision() {
+        // One call per 100 ms, bursts of 4 more: a tolerance of 500 ms.
+        let policy = Policy::gcra(10, Duration::from_secs(1), 4).unwrap();
+        let ms = Duration::from_millis;
+
+        let first = policy.decision(ScriptReply::Ahead(100_000), 1);
+        assert_eq!(first, Decision::new(true, 5, 4, None, ms(100)));
+
+        // Denied 450 ms ahead: a call of 1 fits again in 50 ms, one of 2 in 150 ms.
+        let denied = policy.decision(ScriptReply::Ahead(-450_001), 1);
+        assert_eq!(denied, Decision::new(false, 5, 0, Some(ms(50)), ms(450)));
+        let heavier = policy.decision(ScriptReply::Ahead(-450_001), 2);
+        assert_eq!(heavier.retry_after, Some(ms(150)));
+
+        // Full capacity: nothing ahead.
+        let idle = policy.decision(ScriptReply::Ahead(0), 1);
+        assert_eq!(idle, Decision::new(true, 5, 5, None, Duration::ZERO));
+    }
+
+    #[test]
+    fn the_other_algorithms_reply_in_full() {
+        let policy = Policy::fixed_window(5, Duration::from_secs(60)).unwrap();
+        let reply = ScriptReply::Full((0, 0, 2_000_000, 3_000_000));
+        let decision = policy.decision(reply, 1);
+        let expected = Decision::new(
+            false,
+            5,
+            0,
+            Some(Duration::from_secs(2)),
+            Duration::from_secs(3),
+        );
+        assert_eq!(decision, expected);
+    }
 }

@@ -1,5 +1,11 @@
 //! Read-write locks: many readers or one writer, across every process.
 
+mod downgrade;
+mod upgradeable;
+
+use upgradeable::UPGRADEABLE;
+pub use upgradeable::UpgradeableRead;
+
 use std::time::Duration;
 
 use crate::error::Result;
@@ -207,6 +213,119 @@ impl RwLock {
         self.all.try_acquire(MAX_PERMITS).await
     }
 
+    /// Turns a write guard of this lock into a read guard, with no writer in
+    /// between: in one script, the writer's permits give way to a reader's, and the
+    /// readers at the head of the line come in at once, up to the first writer
+    /// waiting (the line stays first come, first served). The read guard has a new
+    /// owner token and a fresh lease (a hold limit counts again from now), and
+    /// keeps the write's fencing token if it had one. With
+    /// [`with_wait_replicas`](crate::Client::with_wait_replicas), replicas confirm
+    /// the trade as they confirm a grant.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a guard that is
+    ///   not a write guard of this lock, or that [`reenter`](crate::MutexGuard::reenter)ed
+    ///   guards still share (the guard was moved in: it is dropped, which releases
+    ///   what it held, as dropping it would);
+    /// - [`Error::TooFewReplicas`](crate::Error::TooFewReplicas) with
+    ///   `with_wait_replicas`, when the replicas did not confirm the trade in time
+    ///   (the read is then released in the background);
+    /// - [`Error::LeaseLost`](crate::Error::LeaseLost) if the write lease had ended
+    ///   (nothing was held to downgrade);
+    /// - the errors a reply can carry: whether the trade landed is unknown, so both
+    ///   the write and the read are released in the background.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future releases whatever it holds then, write or read.
+    ///
+    /// ```no_run
+    /// # async fn demo(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// let write = config.write().await?;
+    /// // ... update the configuration ...
+    /// let read = config.downgrade(write).await?; // readers come in; writers wait
+    /// // ... go on reading what was just written, with no writer in between ...
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn downgrade(&self, write: SemaphorePermit) -> Result<SemaphorePermit> {
+        downgrade::trade(write, &self.all.mutex(1)?).await
+    }
+
+    /// Takes an upgradeable read, waiting as long as it takes: a read that readers
+    /// share, but no writer and no other upgradeable read, and that can
+    /// [`upgrade`](UpgradeableRead::upgrade) to the write without deadlock. For
+    /// read-then-maybe-write: check under the read, write only if needed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Mutex::lock`](crate::Mutex::lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Mutex::lock`](crate::Mutex::lock).
+    ///
+    /// ```no_run
+    /// # async fn demo(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// let mut guard = config.upgradeable_read().await?;
+    /// guard.upgrade().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn upgradeable_read(&self) -> Result<UpgradeableRead> {
+        let read = self.all.acquire(UPGRADEABLE).await?;
+        self.upgradeable(read)
+    }
+
+    /// [`upgradeable_read`](Self::upgradeable_read), waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`](crate::Error::Busy) if it did not come in time; otherwise as
+    /// [`upgradeable_read`](Self::upgradeable_read).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Mutex::lock`](crate::Mutex::lock).
+    ///
+    /// ```no_run
+    /// # async fn demo(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// let guard = config.upgradeable_read_timeout(std::time::Duration::from_secs(1)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn upgradeable_read_timeout(&self, wait: Duration) -> Result<UpgradeableRead> {
+        let read = self.all.acquire_timeout(UPGRADEABLE, wait).await?;
+        self.upgradeable(read)
+    }
+
+    /// An upgradeable read if no writer or upgradeable read holds or waits, in one
+    /// round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`](crate::Error::Busy) if not; otherwise as
+    /// [`upgradeable_read`](Self::upgradeable_read).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Mutex::try_lock`](crate::Mutex::try_lock).
+    ///
+    /// ```no_run
+    /// # async fn demo(config: latchkey::RwLock) -> latchkey::Result<()> {
+    /// let guard = config.try_upgradeable_read().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_upgradeable_read(&self) -> Result<UpgradeableRead> {
+        let read = self.all.try_acquire(UPGRADEABLE).await?;
+        self.upgradeable(read)
+    }
+
+    fn upgradeable(&self, read: SemaphorePermit) -> Result<UpgradeableRead> {
+        let rest = self.all.mutex_at_the_front(MAX_PERMITS - UPGRADEABLE)?;
+        Ok(UpgradeableRead::new(read, rest))
+    }
+
     /// Readers and writers waiting in line now.
     ///
     /// # Errors
@@ -222,8 +341,9 @@ impl RwLock {
         self.all.waiting().await
     }
 
-    /// Readers holding the lock now (live leases at the server's time), or
-    /// [`u64::MAX`] while a writer holds it.
+    /// Readers holding the lock now (live leases at the server's time; an
+    /// upgradeable read counts as one), or [`u64::MAX`] while a writer (or an
+    /// upgraded read) holds it.
     ///
     /// # Errors
     ///
@@ -236,6 +356,11 @@ impl RwLock {
     /// ```
     pub async fn readers(&self) -> Result<u64> {
         let used = MAX_PERMITS - self.all.available().await?;
-        Ok(if used >= MAX_PERMITS { u64::MAX } else { used })
+        Ok(match used {
+            MAX_PERMITS.. => u64::MAX,
+            // An upgradeable read counts as one reader.
+            UPGRADEABLE.. => used - UPGRADEABLE + 1,
+            _ => used,
+        })
     }
 }

@@ -134,9 +134,11 @@ pub(crate) static SEMAPHORE_ACQUIRE: LazyLock<Script> =
     semaphore_script!("clock.lua", "grant.lua", "queue.lua", "expiry.lua"; "acquire.lua");
 
 /// Take permits nobody waits for, without a fence; else leave it to
-/// [`SEMAPHORE_ACQUIRE`]. Only the expiry helper.
+/// [`SEMAPHORE_ACQUIRE`]. Only the clock and expiry helpers.
 pub(crate) static SEMAPHORE_ACQUIRE_ALONE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
+        include_str!("lock/clock.lua"),
+        "\n",
         include_str!("lock/expiry.lua"),
         "\n",
         include_str!("semaphore/acquire_alone.lua")
@@ -144,9 +146,14 @@ pub(crate) static SEMAPHORE_ACQUIRE_ALONE: LazyLock<Script> = LazyLock::new(|| {
 });
 
 /// Give permits back when nobody waits; else leave it to [`SEMAPHORE_RELEASE`].
-/// No helpers.
-pub(crate) static SEMAPHORE_RELEASE_ALONE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("semaphore/release_alone.lua")));
+/// Only the clock helper.
+pub(crate) static SEMAPHORE_RELEASE_ALONE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lock/clock.lua"),
+        "\n",
+        include_str!("semaphore/release_alone.lua")
+    ))
+});
 
 /// The fencing token of a permit granted without one, computed on demand.
 pub(crate) static SEMAPHORE_FENCE: LazyLock<Script> = LazyLock::new(|| {
@@ -162,6 +169,11 @@ pub(crate) static SEMAPHORE_FENCE: LazyLock<Script> = LazyLock::new(|| {
 /// Give permits back, serving the line; or leave the line.
 pub(crate) static SEMAPHORE_RELEASE: LazyLock<Script> =
     semaphore_script!("clock.lua", "grant.lua", "queue.lua", "expiry.lua"; "release.lua");
+
+/// Trade a holder's permits for fewer under a new owner token, serving the line (a
+/// read-write lock's downgrade).
+pub(crate) static SEMAPHORE_DOWNGRADE: LazyLock<Script> =
+    semaphore_script!("clock.lua", "grant.lua", "queue.lua", "expiry.lua"; "downgrade.lua");
 
 /// Reset a permit's lease while it is live.
 pub(crate) static SEMAPHORE_EXTEND: LazyLock<Script> =
@@ -197,3 +209,35 @@ pub(crate) static SLIDING_WINDOW: LazyLock<Script> = rate_script!("sliding_windo
 
 /// The generic cell rate algorithm.
 pub(crate) static GCRA: LazyLock<Script> = rate_script!("gcra.lua");
+
+/// An election script: the record helper (`election/record.lua`), then its file
+/// under `election/`.
+macro_rules! election_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("election/record.lua"),
+                "\n",
+                include_str!(concat!("election/", $file))
+            ))
+        })
+    };
+}
+
+/// Write (or renew) the leader record of the election's lock holder, and tell
+/// observers when it was written.
+pub(crate) static ELECTION_PROCLAIM: LazyLock<Script> = election_script!("proclaim.lua");
+
+/// Withdraw a leader's record, and tell observers.
+pub(crate) static ELECTION_RESIGN: LazyLock<Script> = election_script!("resign.lua");
+
+/// Read who leads, without writing.
+pub(crate) static ELECTION_LEADER: LazyLock<Script> = election_script!("leader.lua");
+
+/// Count a latch down; the last count opens it and tells its waiters.
+pub(crate) static LATCH_COUNT_DOWN: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("latch/count_down.lua")));
+
+/// Read a latch without writing.
+pub(crate) static LATCH_LOOK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("latch/look.lua")));

@@ -270,20 +270,36 @@ impl Semaphore {
 
     /// The lock-shaped handle for one acquisition of `weight`.
     pub(crate) fn mutex(&self, weight: u64) -> Result<Mutex<PermitStore>> {
+        let store = PermitStore::new(self.store.clone(), self.permits, self.weight(weight)?);
+        Ok(self.mutex_on(store))
+    }
+
+    /// The same, for an acquisition that waits at the head of the line (see
+    /// [`PermitStore::at_the_front`]).
+    pub(crate) fn mutex_at_the_front(&self, weight: u64) -> Result<Mutex<PermitStore>> {
+        let store = PermitStore::new(self.store.clone(), self.permits, self.weight(weight)?);
+        Ok(self.mutex_on(store.at_the_front()))
+    }
+
+    /// `weight`, if an acquisition can take that many.
+    fn weight(&self, weight: u64) -> Result<u64> {
         if weight == 0 || weight > self.permits {
             return Err(Error::InvalidArgument(format!(
                 "cannot take {weight} of a semaphore's {} permits; ask for 1 to {}",
                 self.permits, self.permits
             )));
         }
-        let store = PermitStore::new(self.store.clone(), self.permits, weight);
+        Ok(weight)
+    }
+
+    fn mutex_on(&self, store: PermitStore) -> Mutex<PermitStore> {
         let mutex = Mutex::new(store, self.key.clone())
             .with_lease(self.lease)
             .with_fairness(Fairness::Fair)
             .with_fencing(self.fencing);
-        Ok(match self.waiter_lease {
+        match self.waiter_lease {
             Some(lease) => mutex.with_waiter_lease(lease),
             None => mutex,
-        })
+        }
     }
 }

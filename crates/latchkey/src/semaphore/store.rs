@@ -33,6 +33,9 @@ pub struct PermitStore {
     inner: RedisStore,
     permits: u64,
     weight: u64,
+    /// Waits at the head of the line, ahead of everyone (an upgradeable read's
+    /// upgrade: see `RwLock::upgradeable_read`).
+    front: bool,
 }
 
 impl PermitStore {
@@ -41,6 +44,7 @@ impl PermitStore {
             inner,
             permits,
             weight,
+            front: false,
         }
     }
 
@@ -60,6 +64,53 @@ impl PermitStore {
             key.name(),
             self.permits
         ))
+    }
+
+    /// How many permits each acquisition through this store holds.
+    pub(crate) fn weight(&self) -> u64 {
+        self.weight
+    }
+
+    /// Trades `owner`'s permits for those of `to` (fewer) under `new_owner`, with a
+    /// lease of `ttl`, in one step that serves the line:
+    /// `scripts/semaphore/downgrade.lua`. False when `owner`'s permits were no
+    /// longer live (nothing done).
+    pub(crate) async fn downgrade(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        (to, new_owner): (&PermitStore, &OwnerToken),
+        ttl: Ttl,
+    ) -> Result<bool> {
+        let mut call = with_keys(&scripts::SEMAPHORE_DOWNGRADE, key);
+        call.arg(self.member(owner))
+            .arg(to.member(new_owner))
+            .arg(self.permits)
+            .arg(ttl.as_millis())
+            .arg(self.inner.publish_mode());
+        // With `with_wait_replicas`, replicas confirm the trade as they do a grant: a
+        // failover must not bring the write back with nobody renewing it.
+        let (traded, replicas): (i64, _) = self.inner.run_confirmed(&call, key).await?;
+        if traded == 1 {
+            self.inner.confirmed(key, replicas)?;
+        }
+        Ok(traded == 1)
+    }
+
+    /// The same store, whose waiters go to the head of the line: for a request
+    /// nobody else can be granted ahead of anyway (an upgradeable read's upgrade,
+    /// which no writer can pass), so that waiting behind one cannot deadlock.
+    pub(crate) fn at_the_front(mut self) -> Self {
+        self.front = true;
+        self
+    }
+
+    /// The same store, for acquisitions of `weight` permits.
+    pub(crate) fn with_weight(&self, weight: u64) -> PermitStore {
+        PermitStore {
+            weight,
+            ..self.clone()
+        }
     }
 
     /// The holders' member for `owner`: its weight and its token.
@@ -193,7 +244,8 @@ impl LockStore for PermitStore {
             .arg(self.weight)
             .arg(self.permits)
             .arg(request.queue_lease.map_or(0, Ttl::as_millis))
-            .arg(self.inner.publish_mode());
+            .arg(self.inner.publish_mode())
+            .arg(if self.front { "front" } else { "" });
         // With `with_wait_replicas`, replicas confirm the grant as a lock's: a
         // failover must not forget permits and hand out more than N.
         let (reply, replicas) = self

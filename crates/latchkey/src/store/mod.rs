@@ -49,6 +49,7 @@ pub type SingleNode = RedisStore;
 pub use rate::RateStore;
 pub(crate) use status::LockReply;
 pub use status::LockStatus;
+pub(crate) use watch::RECHECK_UNSUBSCRIBED;
 pub use watch::{Handed, Notifier, Watch};
 
 /// A fencing token from a script that answers 0 when it hands out none (the lock,

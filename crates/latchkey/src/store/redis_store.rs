@@ -910,7 +910,7 @@ impl RateStore for RedisStore {
         consume: bool,
     ) -> Result<Decision> {
         let call = policy.invocation(key, cost, consume);
-        Ok(policy.decision(self.run(&call, key).await?))
+        Ok(policy.decision(self.run(&call, key).await?, cost))
     }
 }
 

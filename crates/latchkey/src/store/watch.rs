@@ -1,8 +1,15 @@
 //! A waiter's registration for its wake-up, as any store can make one.
 
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use tokio::sync::Notify;
+
+/// How often a listener reads while subscribed, at least (see
+/// [`Watch::recheck_within`]).
+pub(crate) const RECHECK_AT_MOST: Duration = Duration::from_secs(10);
+/// How often a listener reads while its subscription is down.
+pub(crate) const RECHECK_UNSUBSCRIBED: Duration = Duration::from_secs(1);
 
 /// A waiter's registration for its wake-up. Dropping it unregisters.
 ///
@@ -133,6 +140,18 @@ impl Watch {
         match &self.subscription {
             Some(subscription) => subscription.is_live(),
             None => Arc::weak_count(wakeup) > 0,
+        }
+    }
+
+    /// The longest a listener that wants to see a change without polling (an
+    /// election's observer, a latch's waiter) may go without reading: it re-reads
+    /// at least this often in case a message was missed, every
+    /// [`RECHECK_UNSUBSCRIBED`] while the subscription is down, every
+    /// [`RECHECK_AT_MOST`] otherwise.
+    pub(crate) fn recheck_within(&self) -> Duration {
+        match self.is_live() {
+            true => RECHECK_AT_MOST,
+            false => RECHECK_UNSUBSCRIBED,
         }
     }
 

@@ -8,7 +8,9 @@
 -- KEYS[7]  the permit count the semaphore's users agreed on (see below).
 -- ARGV     owner token, ttl_ms, weight, permits, wait_ms (0: a first try that does
 --          not queue; > 0: join or stay in line with a waiter lease of wait_ms),
---          publish ('sharded' on a cluster, else '').
+--          publish ('sharded' on a cluster, else ''), front ('front': join the
+--          line at its head, ahead of everyone: an upgradeable read's upgrade, which
+--          no writer can be granted ahead of anyway; else '').
 --
 -- Returns {1, fence, false, waiting, 0} when the permits are ours and
 -- {0, pttl, false, floor, lease_end} when not (see permits.lua and grant.lua); the
@@ -64,7 +66,11 @@ if wait_ms == 0 then
 end
 -- NX keeps a waiter's place in line when it renews its lease.
 local lease_end = now + wait_ms
-redis.call('ZADD', queue, 'NX', us, member)
+local arrived = us
+if ARGV[7] == 'front' then
+  arrived = 0
+end
+redis.call('ZADD', queue, 'NX', arrived, member)
 redis.call('ZADD', leases, lease_end, member)
 keep_at_least(queue, wait_ms)
 keep_at_least(leases, wait_ms)

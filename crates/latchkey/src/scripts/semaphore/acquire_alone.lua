@@ -10,7 +10,7 @@
 -- KEYS[1]  the holders (see permits.lua).   KEYS[2]  the weight they hold.
 -- KEYS[3]  the permit count agreed on.      KEYS[4]  the wait queue.
 -- ARGV     member ("<weight>*<owner token>"), ttl_ms, weight, permits.
--- Needs expiry.lua only.
+-- Needs clock.lua and expiry.lua.
 --
 -- Returns 1 when the permits are now ours, -1 when acquire.lua must answer.
 
@@ -43,8 +43,8 @@ used = used + tonumber(ARGV[3])
 if used > tonumber(ARGV[4]) then
   return -1
 end
-local t = redis.call('TIME')
-local ends = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl
+local _, now = server_time()
+local ends = now + ttl
 if redis.call('ZADD', holders, 'NX', string.format('%d', ends), ARGV[1]) == 0 then
   return -1
 end

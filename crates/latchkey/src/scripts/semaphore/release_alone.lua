@@ -1,5 +1,5 @@
 -- Give permits back when nobody waits in line: the common release, with the fewest
--- calls and no helpers. With a line (a release must serve it) or a weight sum to
+-- calls. Needs clock.lua. With a line (a release must serve it) or a weight sum to
 -- count again, it leaves everything to release.lua. Every read comes before the
 -- first write.
 --
@@ -22,8 +22,7 @@ local used = tonumber(redis.call('GET', used_key) or '')
 if not used then
   return -1
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local _, now = server_time()
 redis.call('ZREM', holders, ARGV[1])
 used = used - tonumber(ARGV[2])
 if used > 0 then

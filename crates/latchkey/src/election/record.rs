@@ -1,0 +1,122 @@
+//! The leader record beside an election's lock: who leads, written by the lock's
+//! holder, read by everyone (`scripts/election/`).
+
+use std::time::Duration;
+
+use crate::election::Leader;
+use crate::error::{Error, Result};
+use crate::key::LockKey;
+use crate::scripts;
+use crate::store::RedisStore;
+use crate::token::OwnerToken;
+
+/// The record of one election, and the store it lives in.
+#[derive(Clone, Debug)]
+pub(crate) struct Record {
+    store: RedisStore,
+    /// The election's lock.
+    lock: LockKey,
+    /// The record's own key, in the lock's hash slot, with the channel observers
+    /// listen on (apart from the lock's, so a change wakes no waiting candidate).
+    record: LockKey,
+}
+
+/// What a read of the record found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Reading {
+    /// The leader, if the lock's holder proclaimed itself.
+    pub(crate) leader: Option<Leader>,
+    /// The lock's lease left: when a leader that stopped renewing is gone. `None`
+    /// when the lock is free, or held without expiry.
+    pub(crate) lease_left: Option<Duration>,
+}
+
+impl Record {
+    pub(crate) fn new(store: RedisStore, lock: LockKey) -> Self {
+        let record = lock.companion_key("leader");
+        Record {
+            store,
+            lock,
+            record,
+        }
+    }
+
+    pub(crate) fn lock(&self) -> &LockKey {
+        &self.lock
+    }
+
+    /// The record's key: [`WakeUps::watch`](crate::store::WakeUps::watch) it to
+    /// hear of changes.
+    pub(crate) fn key(&self) -> &LockKey {
+        &self.record
+    }
+
+    pub(crate) fn store(&self) -> &RedisStore {
+        &self.store
+    }
+
+    /// Writes `leader` as the holder `owner`'s record, kept for `lifetime`, and
+    /// tells observers; or renews it if it stands. `false` when the lock is no
+    /// longer `owner`'s.
+    pub(crate) async fn proclaim(
+        &self,
+        owner: &OwnerToken,
+        leader: &Leader,
+        lifetime: Duration,
+    ) -> Result<bool> {
+        let mut call = scripts::ELECTION_PROCLAIM.prepare_invoke();
+        call.key(self.lock.as_str())
+            .key(self.record.as_str())
+            .key(self.record.channel())
+            .arg(owner.as_str())
+            .arg(leader.term)
+            .arg(&leader.value)
+            .arg(millis(lifetime))
+            .arg(self.store.publish_mode());
+        let proclaimed: u8 = self.store.run(&call, &self.lock).await?;
+        Ok(proclaimed != 0)
+    }
+
+    /// Deletes `owner`'s record (a successor's stays) and tells observers.
+    pub(crate) async fn withdraw(&self, owner: &OwnerToken) -> Result<bool> {
+        let mut call = scripts::ELECTION_RESIGN.prepare_invoke();
+        call.key(self.record.as_str())
+            .key(self.record.channel())
+            .arg(owner.as_str())
+            .arg(self.store.publish_mode());
+        let withdrawn: u8 = self.store.run(&call, &self.lock).await?;
+        Ok(withdrawn == 1)
+    }
+
+    /// Who leads now, and for how long at least if it stops renewing.
+    pub(crate) async fn read(&self) -> Result<Reading> {
+        let mut call = scripts::ELECTION_LEADER.prepare_invoke();
+        call.key(self.lock.as_str()).key(self.record.as_str());
+        let (state, pttl, term, value): (u8, i64, String, String) =
+            self.store.run(&call, &self.lock).await?;
+        let lease_left = u64::try_from(pttl).ok().map(Duration::from_millis);
+        if state != 1 {
+            return Ok(Reading {
+                leader: None,
+                lease_left,
+            });
+        }
+        let term = term.parse().map_err(|_| {
+            Error::InvalidArgument(format!(
+                "the leader record of {:?} holds the term {term:?}, not a number",
+                self.lock.name()
+            ))
+        })?;
+        Ok(Reading {
+            leader: Some(Leader { value, term }),
+            lease_left,
+        })
+    }
+}
+
+/// `duration` in whole milliseconds, at least 1 (PX refuses 0).
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
