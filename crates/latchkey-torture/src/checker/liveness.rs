@@ -4,12 +4,14 @@
 //! wedged behind a holder that no longer exists fails this. A lock a killed
 //! holder's lease may still hold until less than [`MIN_FREE_US`] before the phase
 //! ends (one acquisition in twenty takes a 10 s lease) is not checked: waiting out
-//! a crashed holder's lease is the promise, not a wedge.
-
-use std::collections::HashSet;
+//! a crashed holder's lease is the promise, not a wedge. The same goes for any
+//! token held there with no guard (an orphan), such as a released lock that a
+//! Sentinel failover brought back with its 10 s lease: the orphan check bounds how
+//! long it may stay, this one what happens after.
 
 use serde::Serialize;
 
+use super::orphans::orphan_runs;
 use super::{Property, Verdict, ms};
 use crate::history::History;
 use crate::record::{Holder, LatchCallKind};
@@ -24,7 +26,8 @@ pub struct Stats {
     pub fewest: Option<usize>,
     /// (worker, lock) pairs with none.
     pub starved: usize,
-    /// Locks not checked: a killed holder's lease held them into the phase's end.
+    /// Locks not checked: a killed holder's lease, or an orphan, held them into the
+    /// phase's end.
     pub held_by_the_dead: usize,
 }
 
@@ -81,36 +84,21 @@ pub fn check(history: &History, verdict: &mut Verdict) {
     }
 }
 
-/// Until when a holder killed while holding `lock` may still hold it: its lease
-/// from its last renewal, the kill at the latest; or, for a token no guard had (a
-/// grant to an attempt still in flight, such as a multi-lock's round, is never
-/// logged by a worker killed then), until it was last seen, if a worker was killed
-/// while Redis held it.
+/// Until when nobody alive may have held `lock`: a holder killed while holding it,
+/// until its lease from its last renewal ended (the kill at the latest); or any
+/// token sampled there while no guard held it (a killed attempt's grant, a key a
+/// failover or restart brought back with the lease it had), until it was last seen.
+/// The orphan check holds each such token to its own bound.
 fn held_by_the_dead_until(history: &History, lock: &str) -> u64 {
     let logged = history
         .holds
         .iter()
         .filter(|hold| hold.lock == lock && hold.end.is_none())
         .filter_map(|hold| Some(hold.killed_us? + hold.ttl_us));
-    let guards: HashSet<&str> = history.holds.iter().map(|h| h.owner.as_str()).collect();
-    let kills: Vec<u64> = history
-        .facts
-        .incarnations
-        .iter()
-        .filter_map(|i| i.killed_us)
-        .collect();
-    let unlogged = history
-        .facts
-        .samples
-        .iter()
-        .filter(|run| run.lock == lock && !guards.contains(run.token.as_str()))
-        .filter(|run| {
-            kills
-                .iter()
-                .any(|&killed| run.first_sent_us <= killed && killed <= run.last_us)
-        })
-        .map(|run| run.last_us);
-    logged.chain(unlogged).max().unwrap_or(0)
+    let orphans = orphan_runs(history)
+        .filter(|(run, orphan)| run.lock == lock && orphan.is_some())
+        .map(|(run, _)| run.last_us);
+    logged.chain(orphans).max().unwrap_or(0)
 }
 
 /// Every time a worker got what it asked for, from its start to its end (wall µs):
@@ -146,6 +134,8 @@ fn successes(history: &History) -> impl Iterator<Item = (Holder, &str, u64, u64)
 mod tests {
     use super::super::fixtures::*;
     use super::super::{Property, check};
+    use crate::faults::Fault;
+    use crate::sampler::HoldRun;
     use crate::workers::Incarnation;
 
     fn quiet_run(workers: usize) -> crate::history::RunFacts {
@@ -200,5 +190,39 @@ mod tests {
         // Killed early: the lease ended long before; worker 1 never took it.
         let early = killed_holding(100_000);
         assert_eq!(early.violations[&Property::Liveness], 1);
+    }
+
+    /// A released lock a failover brought back with a 10 s lease (a token no guard
+    /// had): nobody may take it until it ends. Ending less than `MIN_FREE_US` before
+    /// the phase does: not checked; ending earlier: checked.
+    #[test]
+    fn a_lock_an_orphan_blocks_to_the_end_is_not_checked() {
+        let brought_back_until = |last_us: u64| {
+            let mut facts = quiet_run(2);
+            facts.faults = vec![window(Fault::SentinelFailover, 0, 900, None)];
+            facts.samples.push(HoldRun {
+                lock: "l".into(),
+                token: "brought back".into(),
+                first_us: 950,
+                first_sent_us: 950,
+                last_us,
+                first_pttl_ms: 10_000,
+            });
+            check(&history(
+                facts,
+                &[(None, held(0, 1, 1, (4_700_000, 4_800_000)))],
+            ))
+        };
+        let late = brought_back_until(4_500_000);
+        assert!(late.violations.is_empty(), "{:?}", late.examples);
+        assert_eq!(late.liveness.held_by_the_dead, 1);
+        // Gone 3 s before the end: worker 1 had time to take it and never did.
+        let early = brought_back_until(2_000_000);
+        assert_eq!(
+            early.violations[&Property::Liveness],
+            1,
+            "{:?}",
+            early.examples
+        );
     }
 }

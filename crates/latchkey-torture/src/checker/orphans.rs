@@ -67,26 +67,11 @@ pub struct Stats {
 }
 
 pub fn check(history: &History, verdict: &mut Verdict) {
-    let facts = &history.facts;
     verdict.orphans.slack_ms = ms(ORPHAN_SLACK_US);
     verdict.orphans.worst_past_deadline_ms = f64::NEG_INFINITY;
-    let guards: HashMap<&str, &Hold> = history
-        .holds
-        .iter()
-        .map(|hold| (hold.owner.as_str(), hold))
-        .collect();
-    let waiters = unlogged_waiters(history);
-    for run in &facts.samples {
+    let guards: HashSet<&str> = history.holds.iter().map(|h| h.owner.as_str()).collect();
+    for (run, orphan) in orphan_runs(history) {
         verdict.orphans.runs += 1;
-        let orphan = match guards.get(run.token.as_str()) {
-            Some(hold) => released_orphan(history, hold, run),
-            None => {
-                let waiters = waiters
-                    .get(run.lock.as_str())
-                    .map_or(&[][..], Vec::as_slice);
-                Some(unknown_orphan(history, waiters, run))
-            }
-        };
         let Some(Orphan {
             since_us,
             deadline_us,
@@ -96,7 +81,7 @@ pub fn check(history: &History, verdict: &mut Verdict) {
         };
         let stats = &mut verdict.orphans;
         stats.orphans += 1;
-        stats.unknown_tokens += usize::from(!guards.contains_key(run.token.as_str()));
+        stats.unknown_tokens += usize::from(!guards.contains(run.token.as_str()));
         stats.longest_orphan_ms = stats
             .longest_orphan_ms
             .max(ms(run.last_us.saturating_sub(since_us)));
@@ -121,10 +106,33 @@ pub fn check(history: &History, verdict: &mut Verdict) {
     }
 }
 
+/// Every sampled run of a token in a lock key, with what made it an orphan (`None`
+/// while its guard lived): since when, and until when it may stay.
+pub fn orphan_runs(history: &History) -> impl Iterator<Item = (&HoldRun, Option<Orphan>)> {
+    let guards: HashMap<&str, &Hold> = history
+        .holds
+        .iter()
+        .map(|hold| (hold.owner.as_str(), hold))
+        .collect();
+    let waiters = unlogged_waiters(history);
+    history.facts.samples.iter().map(move |run| {
+        let orphan = match guards.get(run.token.as_str()) {
+            Some(hold) => released_orphan(history, hold, run),
+            None => {
+                let waiters = waiters
+                    .get(run.lock.as_str())
+                    .map_or(&[][..], Vec::as_slice);
+                Some(unknown_orphan(history, waiters, run))
+            }
+        };
+        (run, orphan)
+    })
+}
+
 /// A token seen with no guard: since when, and until when it may stay (before slack).
-struct Orphan {
-    since_us: u64,
-    deadline_us: u64,
+pub struct Orphan {
+    pub since_us: u64,
+    pub deadline_us: u64,
 }
 
 /// A known guard's token seen after the guard was gone; `None` while it lived.
