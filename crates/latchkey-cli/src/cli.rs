@@ -548,6 +548,12 @@ pub struct DemoArgs {
     /// flash-sale only: at most K buyers at checkout at once (a semaphore of K).
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
     pub semaphore: Option<u64>,
+
+    /// Record latchkey's metrics while it runs and show them after, as a dashboard
+    /// over a Prometheus scrape would: waits and holds (p50, p99), outcomes, lost
+    /// leases.
+    #[arg(long)]
+    pub metrics: bool,
 }
 
 #[cfg(feature = "demo")]

@@ -39,6 +39,32 @@ fn the_flash_sale_demo_oversells_without_the_lock_and_never_with_it() {
     assert!(!left);
 }
 
+/// `--metrics` shows the library's own metrics after the run, as a dashboard would:
+/// every buyer's acquisition granted, waits and holds recorded, no lease lost.
+#[cfg(feature = "demo")]
+#[test]
+fn the_demo_shows_the_metrics_a_dashboard_would() {
+    let server = RedisServer::start().unwrap();
+    let output = latchkey(&["demo", "--metrics", "--quiet", "--redis", &server.url()]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", text(&output.stderr));
+    assert!(stdout.contains("sold 5, oversold 0"), "{stdout}");
+    assert!(
+        stdout.contains("lock acquisitions: granted 10\n"),
+        "{stdout}"
+    );
+    let waits = stdout
+        .lines()
+        .find(|line| line.contains("lock waits (granted): p50 "))
+        .unwrap_or_else(|| panic!("no waits panel: {stdout}"));
+    assert!(waits.ends_with("(10 recorded)"), "{waits}");
+    assert!(stdout.contains("lock holds: p50 "), "{stdout}");
+    assert!(
+        stdout.contains("leases lost 0, renewals failed 0"),
+        "{stdout}"
+    );
+}
+
 #[cfg(feature = "demo")]
 #[test]
 fn every_demo_keeps_its_invariant_and_breaks_it_with_unsafe() {

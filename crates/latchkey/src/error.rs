@@ -400,6 +400,29 @@ impl Error {
         }
     }
 
+    /// The error's kind as a metrics label (see [`crate::metrics`]).
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Error::Busy { .. } => "busy",
+            Error::Contended { .. } => "contended",
+            Error::LeaseLost { .. } => "lease_lost",
+            Error::HoldLimit { .. } => "hold_limit",
+            Error::Unreachable { .. } => "unreachable",
+            Error::AuthFailed { .. } => "auth_failed",
+            Error::AclDenied { .. } => "acl_denied",
+            Error::WrongType { .. } => "wrong_type",
+            Error::ReadOnly { .. } => "read_only",
+            Error::TooFewReplicas { .. } => "too_few_replicas",
+            Error::NoQuorum { .. } => "no_quorum",
+            Error::InvalidArgument(_) => "invalid_argument",
+            Error::Entropy(_) => "entropy",
+            Error::Redis { .. } | Error::ClusterNode { .. } => "redis",
+            Error::NotRedis { .. } => "not_redis",
+            Error::Tls { .. } => "tls",
+            Error::Runtime(_) => "other",
+        }
+    }
+
     /// True when a request may or may not have run on the server (the reply was
     /// lost): anything it could have set must be undone.
     pub(crate) fn outcome_unknown(&self) -> bool {

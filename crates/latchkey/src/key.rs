@@ -44,6 +44,16 @@ impl Kind {
             Kind::Lock | Kind::RateLimit => "",
         }
     }
+
+    /// The `primitive` label of its metrics (see [`crate::metrics`]).
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::Semaphore => "semaphore",
+            Kind::RwLock => "rwlock",
+            Kind::RateLimit => "ratelimit",
+        }
+    }
 }
 
 impl std::fmt::Display for Kind {
@@ -153,9 +163,11 @@ pub struct LockKey(Arc<Names>);
 
 /// A lock's key and its companions' names, built once per [`LockKey`] and shared by
 /// its clones (every acquisition hands copies to its guard and its release).
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Names {
     kind: Kind,
+    /// Its metrics carry its name (see [`crate::metrics`]).
+    named_metrics: bool,
     /// The name the primitive was made with, prefix included, for messages.
     name: String,
     key: String,
@@ -242,6 +254,7 @@ impl LockKey {
     fn with_companions(kind: Kind, name: String, key: String, tagged: &str) -> Self {
         LockKey(Arc::new(Names {
             kind,
+            named_metrics: false,
             name,
             fence: companion(tagged, "fence"),
             queue: companion(tagged, "queue"),
@@ -273,6 +286,19 @@ impl LockKey {
     /// never an internal key such as `{pool}:lk:sem`.
     pub(crate) fn name(&self) -> &str {
         &self.0.name
+    }
+
+    /// Whether its metrics carry its name (see [`crate::metrics`]).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn named_metrics(&self) -> bool {
+        self.0.named_metrics
+    }
+
+    /// The same keys, with metrics that carry the name.
+    pub(crate) fn with_named_metrics(&self) -> Self {
+        let mut names = Names::clone(&self.0);
+        names.named_metrics = true;
+        LockKey(Arc::new(names))
     }
 
     /// The key of the lock's fencing counter.

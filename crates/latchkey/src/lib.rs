@@ -43,8 +43,15 @@
 //!
 //! latchkey runs on tokio: call it from inside a tokio runtime (the [`blocking`] API
 //! brings its own). The watchdog, the subscriber connection and the releases of
-//! dropped guards are tasks on that runtime. It logs through `tracing`: retries and
-//! lost leases at `warn`, background releases at `debug`.
+//! dropped guards are tasks on that runtime. It logs through `tracing`: retries,
+//! failed renewals, lost leases and a subscription refused or lost (waiters fall
+//! back to their timers) at `warn`, background releases at `debug`; each wait runs
+//! in a `latchkey.wait` span
+//! (`lock`, `primitive`, then `outcome`, `waited_ms` and, when busy, the masked
+//! `holder`) and each hold has a `latchkey.hold` span (`lock`, `primitive`, `fence`
+//! if the grant brought it, `held_ms` when it ends), both at `debug`, so a
+//! production log at `info` stays quiet. It counts acquisitions, waits, holds,
+//! renewals and more through the `metrics` facade: see [`metrics`].
 //!
 //! # Leases
 //!
@@ -559,6 +566,7 @@ mod key;
 pub mod latch;
 mod lease;
 mod lock;
+pub mod metrics;
 pub mod multilock;
 pub mod quorum;
 pub mod ratelimit;

@@ -312,3 +312,159 @@ async fn with_lock_runs_the_work_under_every_lock_and_cancels_it_on_a_lost_lease
     );
     free_within(&client, "wa", GIVEN_BACK).await;
 }
+
+/// Keyspace events of `keys` (`set`, `del` …), as Redis publishes them.
+async fn keyspace_events(url: &str, keys: &[&str]) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let mut admin = common::connect(url).await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("notify-keyspace-events")
+        .arg("KA")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let mut pubsub = redis::Client::open(url)
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .unwrap();
+    for key in keys {
+        pubsub
+            .subscribe(format!("__keyspace@0__:{key}"))
+            .await
+            .unwrap();
+    }
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        use futures_util::StreamExt;
+        let mut messages = pubsub.into_on_message();
+        while let Some(message) = messages.next().await {
+            let event: String = message.get_payload().unwrap();
+            if tx
+                .send(format!("{} {event}", message.get_channel_name()))
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// On one server the first try is one step: a busy lock leaves the free ones
+/// untouched (never set, then deleted), and a free set is taken whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_one_server_a_busy_lock_leaves_the_others_untouched() {
+    let (server, client) = common::start().await;
+    let mut events = keyspace_events(&server.url(), &["acct:1", "acct:2"]).await;
+    let holder = client.mutex("acct:3").unwrap().lock().await.unwrap();
+    // The subscription is live: an event on acct:1 is heard.
+    let mut conn = common::connect(&server.url()).await;
+    let _: () = redis::cmd("DEL")
+        .arg("acct:1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("acct:1")
+        .arg("x")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("acct:1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(2), events.recv()).await;
+    assert!(heard.unwrap().unwrap().ends_with("acct:1 set"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    while events.try_recv().is_ok() {}
+    let set = client.multi_lock(["acct:1", "acct:2", "acct:3"]).unwrap();
+    for _ in 0..20 {
+        assert!(matches!(set.try_lock().await, Err(Error::Busy { .. })));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut touched = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        touched.push(event);
+    }
+    assert!(touched.is_empty(), "a failed try touched {touched:?}");
+    assert!(!held(&client, "acct:1").await && !held(&client, "acct:2").await);
+    holder.release().await.unwrap();
+    let all = set.try_lock().await.unwrap();
+    for name in ["acct:1", "acct:2", "acct:3"] {
+        assert!(held(&client, name).await, "{name} not held");
+    }
+    all.release().await.unwrap();
+}
+
+/// The store's one step itself: all or none, the busy lock named, and `None` where
+/// it cannot (a lock fenced on grant), so the caller tries one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_takes_a_set_in_one_step_or_says_it_cannot() {
+    use latchkey::store::{AcquireRequest, AllOrNone, LockStore};
+    let (server, client) = common::start().await;
+    let store = client.store();
+    let prefix = latchkey::Prefix::default();
+    let keys: Vec<latchkey::LockKey> = ["s:1", "s:2"]
+        .iter()
+        .map(|name| latchkey::LockKey::new(&prefix, name).unwrap())
+        .collect();
+    let owners: Vec<latchkey::OwnerToken> = (0..2)
+        .map(|_| latchkey::OwnerToken::generate().unwrap())
+        .collect();
+    let request = AcquireRequest::new(latchkey::Ttl::new(Duration::from_secs(5)).unwrap());
+    let takes = [
+        (&keys[0], &owners[0], request),
+        (&keys[1], &owners[1], request),
+    ];
+    let other = latchkey::OwnerToken::generate().unwrap();
+    let mut conn = common::connect(&server.url()).await;
+    let _: () = redis::cmd("SET")
+        .arg("s:2")
+        .arg(other.as_str())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let busy = store.try_acquire_all(&takes).await.unwrap();
+    assert!(
+        matches!(&busy, Some(AllOrNone::Busy { index: 1, holder: Some(h), .. }) if h == other.as_str()),
+        "{busy:?}"
+    );
+    let s1: Option<String> = redis::cmd("GET")
+        .arg("s:1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(s1, None);
+    let _: () = redis::cmd("DEL")
+        .arg("s:2")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.try_acquire_all(&takes).await.unwrap(),
+        Some(AllOrNone::Taken)
+    );
+    for (key, owner) in keys.iter().zip(&owners) {
+        let (value, pttl): (String, i64) = redis::pipe()
+            .cmd("GET")
+            .arg(key.as_str())
+            .cmd("PTTL")
+            .arg(key.as_str())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(value, owner.as_str());
+        assert!(pttl > 4_000 && pttl <= 5_000, "{pttl}");
+    }
+    // Already ours (a reply lost): left to the one-by-one tries, as a fenced take is.
+    assert_eq!(store.try_acquire_all(&takes).await.unwrap(), None);
+    let fenced = request.fenced(true);
+    let takes = [
+        (&keys[0], &owners[0], fenced),
+        (&keys[1], &owners[1], fenced),
+    ];
+    assert_eq!(store.try_acquire_all(&takes).await.unwrap(), None);
+}

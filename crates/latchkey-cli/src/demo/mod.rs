@@ -1,5 +1,6 @@
 //! `latchkey demo`: the seed scenarios, run for real against Redis.
 
+mod dashboard;
 mod flash_sale;
 mod throttle;
 mod transfer;
@@ -9,6 +10,7 @@ use latchkey_testkit::RedisServer;
 
 use crate::cli::{DemoArgs, Scenario};
 use crate::exit::Failure;
+use dashboard::Dashboard;
 
 /// Runs the chosen scenario against `url`, or against a private server when nothing
 /// answers there.
@@ -20,14 +22,19 @@ pub async fn run(url: &str, quiet: bool, args: DemoArgs) -> Result<(), Failure> 
     }
     let redis = DemoRedis::connect_or_start(url, quiet).await?;
     let url = redis.url.as_str();
-    match (args.scenario, args.semaphore) {
+    let dashboard = args.metrics.then(Dashboard::install).transpose()?;
+    let ran = match (args.scenario, args.semaphore) {
         (Scenario::FlashSale, None) => flash_sale::run(url, quiet, args.unprotected).await,
         (Scenario::FlashSale, Some(lanes)) => {
             flash_sale::checkout(url, quiet, lanes, args.unprotected).await
         }
         (Scenario::Transfer, _) => transfer::run(url, quiet, args.unprotected).await,
         (Scenario::Throttle, _) => throttle::run(url, quiet, args.unprotected).await,
+    };
+    if let Some(dashboard) = dashboard {
+        dashboard.print();
     }
+    ran
 }
 
 /// Where a demo runs: the user's Redis, or a private `redis-server` for this run.

@@ -60,6 +60,7 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
             (false, false) => None,
         };
         hold.lease = Some(state.clone());
+        hold.began(fence);
         let watchdog =
             renewals.and_then(|renewals| watchdog::spawn(&mut hold, state.clone(), renewals));
         MutexGuard {

@@ -7,14 +7,16 @@ use super::fencing::Fencing;
 use super::guard::{MutexGuard, can_hand_off};
 use super::hold_token::HoldToken;
 use super::local::LocalLocks;
-use super::release_on_drop::ReleaseOnDrop;
+use super::release_on_drop::{HoldState, ReleaseOnDrop};
 use super::section;
 use super::waiter::{self, Wait, Won};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::{Lease, Ttl};
-use crate::store::{Inspect, LockStatus, Pass, RedisStore, WakeUps};
-use crate::token::OwnerToken;
+use crate::metrics::{Acquisition, Meter};
+use crate::store::{AcquireRequest, Inspect, LockStatus, Pass, RedisStore, WakeUps};
+use crate::token::{OwnerToken, mask_owner};
+use tracing::Instrument;
 
 /// How long a queued waiter counts as alive without trying again. It tries again at
 /// least every third of this, and a try that gets no reply within the response
@@ -165,6 +167,20 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// ```
     pub fn with_waiter_lease(mut self, lease: Ttl) -> Self {
         self.waiter_lease = lease;
+        self
+    }
+
+    /// The same lock, with its name as a `name` label on its metrics (see
+    /// [`crate::metrics`]). For locks whose names are few (a nightly job, a
+    /// resource pool): a lock per order or per user would make a time series each.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let nightly = client.mutex("nightly-report")?.with_named_metrics();
+    /// # Ok(()) }
+    /// ```
+    pub fn with_named_metrics(mut self) -> Self {
+        self.key = self.key.with_named_metrics();
         self
     }
 
@@ -500,9 +516,77 @@ impl<S: Pass + WakeUps> Mutex<S> {
         };
         // Fair locks keep strict FIFO order in Redis; plain ones pass between local tasks.
         let local = (!self.is_fair()).then_some(&self.local);
-        let mut won = waiter::acquire(&self.store, &self.key, wait, local).await?;
+        let acquisition = Acquisition::start(self.meter(), deadline);
+        let result = waiter::acquire(&self.store, &self.key, wait, local)
+            .instrument(acquisition.span().clone())
+            .await;
+        let mut won = acquisition.ended(result)?;
         won.hold.local = local.cloned();
         Ok(MutexGuard::new(won, self.lease))
+    }
+}
+
+/// Takes made outside [`Mutex::acquire`]: a multi-lock's one step for several locks.
+impl<S: Pass + WakeUps> Mutex<S> {
+    /// What this lock's first try asks for.
+    pub(crate) fn first_try(&self) -> AcquireRequest {
+        AcquireRequest {
+            ttl: self.lease.in_redis(),
+            fair: self.is_fair(),
+            queue_lease: None,
+            fenced: self.fencing == Fencing::OnGrant,
+        }
+    }
+
+    /// A hold for a try about to be sent under a fresh owner: dropped before it is a
+    /// guard, it undoes whatever the try did.
+    pub(crate) fn trying(&self) -> Result<ReleaseOnDrop<S>> {
+        let owner = OwnerToken::generate()?;
+        let mut hold = ReleaseOnDrop::new(
+            self.store.clone(),
+            self.key.clone(),
+            owner,
+            self.lease.in_redis(),
+        );
+        hold.state = HoldState::Trying;
+        Ok(hold)
+    }
+
+    /// The guard of the lock `hold` took in a try sent at `sent`, made as
+    /// [`acquire`](Self::acquire) makes it, and counted as a granted call.
+    pub(crate) fn taken(&self, mut hold: ReleaseOnDrop<S>, sent: Instant) -> MutexGuard<S> {
+        Acquisition::start(self.meter(), Some(sent)).granted();
+        hold.state = HoldState::Held;
+        let local = (!self.is_fair()).then(|| self.local.clone());
+        if let Some(local) = &local {
+            local.mark_held(&self.key);
+        }
+        hold.local = local;
+        let won = Won {
+            hold,
+            fence: None,
+            valid_until: self.lease.in_redis().valid_until(sent),
+            top_up: false,
+            replicas: None,
+        };
+        MutexGuard::new(won, self.lease)
+    }
+
+    /// The error of a try sent at `sent` that found the lock held by `holder` (its
+    /// owner token), for `pttl` more, counted as a busy call.
+    pub(crate) fn found_busy(
+        &self,
+        sent: Instant,
+        pttl: Option<Duration>,
+        holder: Option<&str>,
+    ) -> Error {
+        let error = Error::busy(&self.key, Duration::ZERO, holder.map(mask_owner), pttl);
+        Acquisition::start(self.meter(), Some(sent)).failed(&error);
+        error
+    }
+
+    fn meter(&self) -> Meter<'_> {
+        Meter::new(self.store.deployment(), &self.key)
     }
 }
 

@@ -29,6 +29,7 @@ use super::watchdog::Stopper;
 use crate::error::Result;
 use crate::key::LockKey;
 use crate::lease::Ttl;
+use crate::metrics::Meter;
 use crate::store::{Pass, RESPONSE_TIMEOUT, WakeUps};
 use crate::token::OwnerToken;
 
@@ -74,6 +75,10 @@ pub(crate) struct ReleaseOnDrop<S: Pass + WakeUps> {
     pub(crate) lease: Option<Arc<LeaseState>>,
     /// The guard's watchdog: a release stops it and waits out a renewal in flight.
     pub(crate) stopper: Option<Stopper>,
+    /// When the guard got the lock, until the hold ends (for its metrics).
+    held_since: Option<Instant>,
+    /// The hold's `latchkey.hold` span (debug level), closed when it ends.
+    span: tracing::Span,
     runtime: Option<Handle>,
 }
 
@@ -91,6 +96,8 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             ttl,
             lease: None,
             stopper: None,
+            held_since: None,
+            span: tracing::Span::none(),
             runtime: Handle::try_current().ok(),
         }
     }
@@ -110,9 +117,39 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
         hold
     }
 
+    /// A guard holds the lock from now, with `fence` if the grant brought one: its
+    /// metrics count it and its span lasts until the hold ends.
+    pub(crate) fn began(&mut self, fence: Option<u64>) {
+        self.held_since = Some(Instant::now());
+        self.meter().began(self.store.units());
+        self.span = tracing::debug_span!(
+            "latchkey.hold",
+            lock = self.key.name(),
+            primitive = self.key.kind().label(),
+            fence,
+            held_ms = tracing::field::Empty,
+        );
+    }
+
+    /// The guard's hold ended (released, dropped or detached), if it had begun.
+    fn hold_ended(&mut self) {
+        let Some(since) = self.held_since.take() else {
+            return;
+        };
+        let held = since.elapsed();
+        self.meter().ended(self.store.units(), held);
+        self.span.record("held_ms", held.as_millis() as u64);
+        self.span = tracing::Span::none();
+    }
+
+    fn meter(&self) -> Meter<'_> {
+        Meter::new(self.store.deployment(), &self.key)
+    }
+
     /// Lets go of the hold without releasing it: the lock stays in Redis (until its
     /// lease ends, or a release by token), and this process's waiters go there.
     pub(crate) fn detach(&mut self) {
+        self.hold_ended();
         self.state = HoldState::Clear;
         if let Some(local) = self.local.take() {
             local.released(&self.key);
@@ -139,6 +176,7 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
     /// again on transient failures until it succeeds, `give_up_at` passes, or what
     /// it would free has surely ended on its own.
     async fn release_until(&mut self, give_up_at: Option<Instant>) -> Result<bool> {
+        self.hold_ended();
         if let Some(stopper) = self.stopper.take() {
             stopper.stop().await;
         }
@@ -160,6 +198,7 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
                 return Err(error);
             }
             tracing::debug!(key = %self.key, %error, "release failed; trying again on a fresh connection");
+            self.meter().release_retried();
             tokio::time::sleep(pause).await;
         }
     }
@@ -268,6 +307,8 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             ttl: self.ttl,
             lease: self.lease.take(),
             stopper: self.stopper.take(),
+            held_since: None,
+            span: tracing::Span::none(),
             runtime: None,
         }
     }
@@ -275,6 +316,7 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
 
 impl<S: Pass + WakeUps> Drop for ReleaseOnDrop<S> {
     fn drop(&mut self) {
+        self.hold_ended();
         if self.state == HoldState::Clear {
             return;
         }

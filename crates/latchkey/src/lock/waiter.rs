@@ -26,6 +26,7 @@ use super::release_on_drop::{HoldState, ReleaseOnDrop};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::Ttl;
+use crate::metrics::Meter;
 use crate::store::{AcquireRequest, Attempt, Pass, WakeUps, Watch};
 use crate::token::{OwnerToken, is_latchkey_owner, mask_owner};
 
@@ -106,7 +107,10 @@ pub(crate) async fn acquire<S: Pass + WakeUps>(
     let mut likely_busy = false;
     if let Some(local) = local.filter(|_| !once) {
         match wait_for_local_pass(store, key, &owner, wait, local, started).await? {
-            FromLocal::Passed(won) => return Ok(won),
+            FromLocal::Passed(won) => {
+                Meter::new(store.deployment(), key).handed_over("local");
+                return Ok(*won);
+            }
             FromLocal::ToRedis { after_release } => likely_busy = after_release,
         }
     }
@@ -120,8 +124,8 @@ pub(crate) async fn acquire<S: Pass + WakeUps>(
 
 /// How waiting behind this process's holder ended.
 enum FromLocal<S: Pass + WakeUps> {
-    /// The holder passed us the lock.
-    Passed(Won<S>),
+    /// The holder passed us the lock (boxed: a hold is large, the other variant tiny).
+    Passed(Box<Won<S>>),
     /// Go to Redis; `after_release`: the holder released the lock there because
     /// other processes wait for it, so it is most likely held again already.
     ToRedis { after_release: bool },
@@ -147,13 +151,13 @@ async fn wait_for_local_pass<S: Pass + WakeUps>(
         let mut hold =
             ReleaseOnDrop::held(store.clone(), key.clone(), owner.clone(), None, wait.ttl);
         hold.others_queued = passed.others_queued;
-        FromLocal::Passed(Won {
+        FromLocal::Passed(Box::new(Won {
             hold,
             fence: Some(passed.fence),
             valid_until: wait.ttl.valid_until(passed.sent),
             top_up: false,
             replicas: None,
-        })
+        }))
     };
     let period = wait.waiter_lease.as_duration() / 3;
     loop {
@@ -200,153 +204,272 @@ async fn acquire_in_redis<S: Pass + WakeUps>(
     once: bool,
     likely_busy: bool,
 ) -> Result<Won<S>> {
-    // A place in the queue may outlast the lock's lease: retries of leaving it too.
-    let longest = wait.ttl.max(wait.waiter_lease);
-    let mut hold = ReleaseOnDrop::new(store.clone(), key.clone(), owner, longest);
-    let mut request = AcquireRequest {
-        ttl: wait.ttl,
-        fair: wait.fair,
-        queue_lease: None,
-        fenced: wait.fenced,
-    };
-    // Others in this process already wait here: queue at once, skipping a try
-    // that would most likely fail.
-    let mut watch: Option<Watch> = match wait.expired() {
-        true => None,
-        false => store.join_watch(key, &hold.owner),
-    };
-    if watch.is_none() && likely_busy {
-        watch = listen(store, key, &hold.owner, &wait).await?;
-    }
-    request.queue_lease = watch.as_ref().map(|_| wait.waiter_lease);
-    let mut backoff = Backoff::default();
-    let mut retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
-    // Why the last attempt did not take the lock: busy (who held it, how long for),
-    // or a transient failure, reported as such if the wait ends on it.
-    let mut seen = Seen::nothing();
-    let mut failure: Option<Error> = None;
-    // An earlier request's outcome is unknown (its reply was lost, or it was cut off
-    // in flight): it may still land, so a later answer must not clear the hold.
-    let mut in_doubt = false;
+    let mut waiter = Attempts::new(store, key, wait, owner, started, once);
+    waiter.join(likely_busy).await?;
     let mut first = true;
-    let mut answered = false;
-    // The last answered attempt that (re)joined the queue: a release after it may
-    // hand us the lock.
-    let mut queued: Option<Queued> = None;
     loop {
         if !std::mem::take(&mut first) && wait.expired() {
-            give_up(&mut hold).await;
-            // A try (`once`) does not wait, however long its one attempt took.
-            let waited = match once {
-                true => Duration::ZERO,
-                false => started.elapsed(),
-            };
-            return Err(failure.unwrap_or_else(|| busy(key, waited, &seen)));
+            return Err(waiter.give_up().await);
         }
+        match waiter.attempt().await? {
+            Tried::Taken(grant) => return Ok(waiter.won(grant)),
+            Tried::Again => continue,
+            Tried::Busy => {}
+        }
+        if wait.expired() || !waiter.listening().await? {
+            continue;
+        }
+        if let Some(grant) = waiter.sleep().await {
+            Meter::new(store.deployment(), key).handed_over("redis");
+            return Ok(waiter.won(grant));
+        }
+    }
+}
+
+/// One caller's attempts in Redis, and what they have learnt: the hold that undoes
+/// them, the queue place and subscription, and why the lock is not ours yet.
+struct Attempts<'a, S: Pass + WakeUps> {
+    store: &'a S,
+    key: &'a LockKey,
+    wait: Wait,
+    started: Instant,
+    /// A try: its one attempt runs to completion, and it never says it waited.
+    once: bool,
+    hold: ReleaseOnDrop<S>,
+    request: AcquireRequest,
+    /// The lock's wake-ups, once listening (then the attempts queue too).
+    watch: Option<Watch>,
+    backoff: Backoff,
+    retries: Backoff,
+    /// Why the last attempt did not take the lock: busy (who held it, how long for),
+    /// or a transient failure, reported as such if the wait ends on it.
+    seen: Seen,
+    failure: Option<Error>,
+    /// An earlier request's outcome is unknown (its reply was lost, or it was cut
+    /// off in flight): it may still land, so a later answer must not clear the hold.
+    in_doubt: bool,
+    answered: bool,
+    /// The last answered attempt that (re)joined the queue: a release after it may
+    /// hand us the lock.
+    queued: Option<Queued>,
+}
+
+/// How one attempt ended.
+enum Tried {
+    /// The lock is ours.
+    Taken(Grant),
+    /// Busy: wait for a wake-up or the timer.
+    Busy,
+    /// No answer, or a transient failure (already paused for): try again.
+    Again,
+}
+
+/// A lock that became ours, before the hold is handed to the guard.
+struct Grant {
+    fence: Option<u64>,
+    valid_until: Instant,
+    top_up: bool,
+    replicas: Option<u32>,
+    others_queued: bool,
+}
+
+impl<'a, S: Pass + WakeUps> Attempts<'a, S> {
+    fn new(
+        store: &'a S,
+        key: &'a LockKey,
+        wait: Wait,
+        owner: OwnerToken,
+        started: Instant,
+        once: bool,
+    ) -> Self {
+        // A place in the queue may outlast the lock's lease: retries of leaving it too.
+        let longest = wait.ttl.max(wait.waiter_lease);
+        Attempts {
+            store,
+            key,
+            wait,
+            started,
+            once,
+            hold: ReleaseOnDrop::new(store.clone(), key.clone(), owner, longest),
+            request: AcquireRequest {
+                ttl: wait.ttl,
+                fair: wait.fair,
+                queue_lease: None,
+                fenced: wait.fenced,
+            },
+            watch: None,
+            backoff: Backoff::default(),
+            retries: Backoff::new(RETRY_FIRST, RETRY_CAP),
+            seen: Seen::nothing(),
+            failure: None,
+            in_doubt: false,
+            answered: false,
+            queued: None,
+        }
+    }
+
+    /// Listens from the first attempt if others of this process already wait here
+    /// (their subscription serves us too), or if the lock is `likely_busy`: a first
+    /// try would most likely fail.
+    async fn join(&mut self, likely_busy: bool) -> Result<()> {
+        if !self.wait.expired() {
+            self.watch = self.store.join_watch(self.key, &self.hold.owner);
+        }
+        if self.watch.is_none() && likely_busy {
+            self.watch = listen(self.store, self.key, &self.hold.owner, &self.wait).await?;
+        }
+        self.request.queue_lease = self.watch.as_ref().map(|_| self.wait.waiter_lease);
+        Ok(())
+    }
+
+    /// The deadline passed: leaves the queue, and says why the lock was not ours.
+    async fn give_up(&mut self) -> Error {
+        give_up(&mut self.hold).await;
+        // A try (`once`) does not wait, however long its one attempt took.
+        let waited = match self.once {
+            true => Duration::ZERO,
+            false => self.started.elapsed(),
+        };
+        self.failure
+            .take()
+            .unwrap_or_else(|| busy(self.key, waited, &self.seen))
+    }
+
+    /// One attempt, cut off at the deadline (unless a try). Errors that retrying
+    /// cannot fix end the wait; transient ones are paused for and tried again.
+    async fn attempt(&mut self) -> Result<Tried> {
         // A drop from here on must undo whatever the request does.
-        hold.state = match request.queue_lease {
-            Some(_) => HoldState::Queued(request.ttl),
+        self.hold.state = match self.request.queue_lease {
+            Some(_) => HoldState::Queued(self.request.ttl),
             None => HoldState::Trying,
         };
         let sent = Instant::now();
-        let attempt = store.try_acquire(key, &hold.owner, request);
-        let answer = match once {
+        let attempt = self
+            .store
+            .try_acquire(self.key, &self.hold.owner, self.request);
+        let answer = match self.once {
             true => Some(attempt.await),
-            false => wait.within(attempt).await,
+            false => self.wait.within(attempt).await,
         };
         let Some(answer) = answer else {
-            in_doubt = true;
+            self.in_doubt = true;
             // Never an answer: say Redis did not reply, not that the lock was busy.
-            if !answered {
-                failure = failure.or_else(|| Some(Error::no_reply(store.node())));
+            if !self.answered {
+                let node = self.store.node();
+                self.failure = self.failure.take().or_else(|| Some(Error::no_reply(node)));
             }
-            continue; // cut off at the deadline, request in flight: the hold undoes it
+            // Cut off at the deadline, request in flight: the hold undoes it.
+            return Ok(Tried::Again);
         };
-        answered = true;
-        in_doubt |= answer.as_ref().is_err_and(Error::outcome_unknown);
-        if !in_doubt {
-            hold.not_taken();
+        self.answered = true;
+        self.in_doubt |= answer.as_ref().is_err_and(Error::outcome_unknown);
+        if !self.in_doubt {
+            self.hold.not_taken();
         }
         match answer {
             Ok(Attempt::Acquired {
                 fence,
                 queued,
                 replicas,
-            }) => {
-                hold.state = HoldState::Held;
-                hold.others_queued = queued > 0;
-                return Ok(Won {
-                    hold,
-                    fence,
-                    valid_until: wait.ttl.valid_until(sent),
-                    top_up: false,
-                    replicas,
-                });
-            }
+            }) => Ok(Tried::Taken(Grant {
+                fence,
+                valid_until: self.wait.ttl.valid_until(sent),
+                top_up: false,
+                replicas,
+                others_queued: queued > 0,
+            })),
             Ok(Attempt::Busy {
                 pttl,
                 holder,
                 fence_floor,
                 waiter_lease_end,
             }) => {
-                if request.queue_lease.is_some() {
-                    queued = Some(Queued {
+                if self.request.queue_lease.is_some() {
+                    self.queued = Some(Queued {
                         sent,
                         fence_floor,
                         waiter_lease_end,
                     });
                 }
                 let at = Instant::now();
-                (seen, failure) = (Seen { pttl, holder, at }, None);
-                retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
+                (self.seen, self.failure) = (Seen { pttl, holder, at }, None);
+                self.retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
+                Ok(Tried::Busy)
+            }
+            Err(error) if !error.is_transient() => {
+                give_up(&mut self.hold).await;
+                Err(error)
             }
             Err(error) => {
-                if !error.is_transient() {
-                    give_up(&mut hold).await;
-                    return Err(error);
-                }
-                tracing::warn!(key = %key, %error, "lock attempt failed; retrying while the wait allows");
-                failure = Some(error);
-                tokio::time::sleep(wait.cap(retries.next_pause(None))).await;
-                continue;
+                tracing::warn!(key = %self.key, %error, "lock attempt failed; retrying while the wait allows");
+                self.failure = Some(error);
+                let pause = self.retries.next_pause(None);
+                tokio::time::sleep(self.wait.cap(pause)).await;
+                Ok(Tried::Again)
             }
         }
-        if wait.expired() {
-            continue;
+    }
+
+    /// Whether it listens for wake-ups; if not yet, it starts to (and the next
+    /// attempt queues), and returns false: try again at once.
+    async fn listening(&mut self) -> Result<bool> {
+        if self.watch.is_some() {
+            return Ok(true);
         }
-        let Some(watch) = &watch else {
-            watch = listen(store, key, &hold.owner, &wait).await?;
-            request.queue_lease = watch.as_ref().map(|_| wait.waiter_lease);
-            continue;
-        };
-        // A confirmed subscription wakes us when a latchkey holder lets go; without
-        // one, or behind another library's holder, nothing will, so re-check often.
-        let pause = match watch.is_live() {
-            true => seen
-                .pttl
-                .unwrap_or(Duration::MAX)
-                .min(wait.waiter_lease.as_duration() / 3),
-            false => backoff.next_pause(seen.pttl),
-        };
-        let pause = match seen.foreign() {
-            true => pause.min(FOREIGN_RECHECK),
-            false => pause,
-        };
+        self.watch = listen(self.store, self.key, &self.hold.owner, &self.wait).await?;
+        self.request.queue_lease = self.watch.as_ref().map(|_| self.wait.waiter_lease);
+        Ok(false)
+    }
+
+    /// Sleeps until a wake-up or the timer; the lock, if a release handed it over.
+    async fn sleep(&mut self) -> Option<Grant> {
+        let live = self.watch.as_ref()?.is_live();
+        let pause = self.pause(live);
+        let watch = self.watch.as_ref()?;
         tokio::select! {
             () = watch.notified() => {}
-            () = tokio::time::sleep(wait.cap(pause).max(MIN_PAUSE)) => {}
+            () = tokio::time::sleep(self.wait.cap(pause).max(MIN_PAUSE)) => {}
         }
-        if let Some(handover) = handed(watch, queued.as_ref(), &wait) {
-            hold.state = HoldState::Held;
-            // Who else waits is unknown: assume others do, so local passing stays bounded.
-            hold.others_queued = true;
-            return Ok(Won {
-                hold,
-                fence: Some(handover.fence),
-                valid_until: handover.valid_until,
-                top_up: !handover.in_full,
-                replicas: None,
-            });
+        let handover = handed(watch, self.queued.as_ref(), &self.wait)?;
+        Some(Grant {
+            fence: Some(handover.fence),
+            valid_until: handover.valid_until,
+            top_up: !handover.in_full,
+            replicas: None,
+            // Who else waits is unknown: assume others do, so local passing stays
+            // bounded.
+            others_queued: true,
+        })
+    }
+
+    /// How long to sleep before the next attempt. A confirmed subscription wakes us
+    /// when a latchkey holder lets go; without one, or behind another library's
+    /// holder, nothing will, so re-check often.
+    fn pause(&mut self, live: bool) -> Duration {
+        let pause = match live {
+            true => self
+                .seen
+                .pttl
+                .unwrap_or(Duration::MAX)
+                .min(self.wait.waiter_lease.as_duration() / 3),
+            false => self.backoff.next_pause(self.seen.pttl),
+        };
+        match self.seen.foreign() {
+            true => pause.min(FOREIGN_RECHECK),
+            false => pause,
+        }
+    }
+
+    /// The lock is ours: the hold goes to the guard.
+    fn won(mut self, grant: Grant) -> Won<S> {
+        self.hold.state = HoldState::Held;
+        self.hold.others_queued = grant.others_queued;
+        Won {
+            hold: self.hold,
+            fence: grant.fence,
+            valid_until: grant.valid_until,
+            top_up: grant.top_up,
+            replicas: grant.replicas,
         }
     }
 }

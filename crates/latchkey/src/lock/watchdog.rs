@@ -19,6 +19,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::held::LeaseState;
 use super::release_on_drop::ReleaseOnDrop;
 use crate::key::LockKey;
+use crate::metrics::Meter;
 use crate::store::{Pass, WakeUps};
 use crate::token::OwnerToken;
 
@@ -124,7 +125,7 @@ impl<S: Pass + WakeUps> Watchdog<S> {
             }
             if self.lease.lease_left().is_zero() {
                 tracing::warn!(key = %self.key, "lease ran out under its holder");
-                self.lease.lose();
+                self.lost();
                 return;
             }
             if self.lease.covers_the_hold() {
@@ -137,11 +138,21 @@ impl<S: Pass + WakeUps> Watchdog<S> {
                 Renewal::Done => period,
                 Renewal::Retry => self.lease.ttl.as_duration() / 10,
                 Renewal::Lost => {
-                    self.lease.lose();
+                    self.lost();
                     return;
                 }
             };
         }
+    }
+
+    /// The lease is gone under its holder: `lost` fires.
+    fn lost(&self) {
+        self.meter().lease_lost();
+        self.lease.lose();
+    }
+
+    fn meter(&self) -> Meter<'_> {
+        Meter::new(self.store.deployment(), &self.key)
     }
 
     /// One extend, given no longer than what is left of the lease.
@@ -151,7 +162,9 @@ impl<S: Pass + WakeUps> Watchdog<S> {
         let extend = self
             .store
             .extend(&self.key, &self.owner, self.lease.in_redis);
-        match tokio::time::timeout(budget, extend).await {
+        let renewed = tokio::time::timeout(budget, extend).await;
+        self.meter().renewed(matches!(renewed, Ok(Ok(true))));
+        match renewed {
             Ok(Ok(true)) => {
                 self.lease.renewed(self.lease.in_redis, sent);
                 Renewal::Done

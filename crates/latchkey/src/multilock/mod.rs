@@ -32,13 +32,21 @@
 //!
 //! # How it takes them
 //!
-//! The first try sends a `try_lock` for every lock at once (on one server, one round
-//! trip on the client's connection; on a cluster, one per node, in parallel). When
-//! all are free, that is the whole cost. When some are busy, it gives back what it
-//! took and waits for the first busy one (in key order), as
+//! The first try takes every lock in one step, all or none, when they are on one
+//! server (on a cluster, in one hash slot: give them a common hash tag, such as
+//! `{bank}:7` and `{bank}:3`): one script, `take_all.lua`, that sets every lock if
+//! every one is free and touches none otherwise, so the set is never held in part,
+//! not even for a round trip. Otherwise (locks across slots, nodes or quorum
+//! servers; a lock that takes its fencing token with the grant; a fair lock with
+//! waiters; a store that waits for replicas) it sends a `try_lock` for every lock
+//! at once (on one server, one round trip on the client's connection; on a cluster,
+//! one per node, in parallel), and gives back what it took if one is busy. When
+//! all are free, that is the whole cost. When some are busy, it waits for the first
+//! busy one (in key order), as
 //! [`Mutex::lock`] does: in the lock's queue, woken by its
 //! release, with the same fairness, waiter leases and cancel safety. Once that one
-//! is its, it tries the others again, all at once. A set on a Redis Cluster may span
+//! is its, it tries the others again, all at once (in one step, as above, where it
+//! can). A set on a Redis Cluster may span
 //! slots and nodes; a quorum works too. Under heavy contention a caller may go round
 //! more than once (each round waits in the queue of a lock someone holds, so it is
 //! woken, not polling); a deadline bounds it. Prefer plain locks (the default) in a
@@ -58,6 +66,7 @@
 //! - **A release meets a reset connection**: each lock's release is retried in the
 //!   background, as a [`MutexGuard`]'s is.
 
+mod at_once;
 mod guard;
 
 pub use guard::MultiLockGuard;
@@ -361,11 +370,6 @@ impl<S: Pass + WakeUps> MultiLock<S> {
             .filter(|&i| Some(i) != except)
             .collect();
         let first_other = others.first().copied().unwrap_or(0);
-        let tries = join_all(
-            others
-                .into_iter()
-                .map(|i| async move { (i, self.mutexes[i].try_lock().await) }),
-        );
         let now = Instant::now();
         let cut_off = match (deadline, except) {
             (Some(deadline), _) if deadline > now => Some(deadline),
@@ -373,6 +377,14 @@ impl<S: Pass + WakeUps> MultiLock<S> {
             // `try_lock`: one untimed try of each, as `Mutex::try_lock`.
             _ => None,
         };
+        if let Some(at_once) = self.take_at_once(taking, &others, cut_off).await {
+            return at_once;
+        }
+        let tries = join_all(
+            others
+                .into_iter()
+                .map(|i| async move { (i, self.mutexes[i].try_lock().await) }),
+        );
         let tries = match cut_off {
             Some(at) => match tokio::time::timeout_at(at.into(), tries).await {
                 Ok(tries) => tries,

@@ -448,6 +448,10 @@ impl LockStore for QuorumStore {
         &self.inner.names
     }
 
+    fn deployment(&self) -> &'static str {
+        "quorum"
+    }
+
     async fn try_acquire(
         &self,
         key: &LockKey,

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use super::{Decision, Headers, Policy};
 use crate::error::Result;
 use crate::key::LockKey;
+use crate::metrics::Meter;
 use crate::store::{RateStore, RedisStore};
 
 /// A rate limit on one key, shared by every process that uses the same name and
@@ -36,6 +37,23 @@ impl<S: RateStore> RateLimiter<S> {
         RateLimiter { store, key, policy }
     }
 
+    /// The same limiter, with its name as a `name` label on its metrics (see
+    /// [`crate::metrics`]): for limiters whose names are few (one per API, not one
+    /// per client address).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// use latchkey::ratelimit::Policy;
+    /// let search = client
+    ///     .rate_limiter("search-api", Policy::gcra(100, std::time::Duration::from_secs(1), 20)?)?
+    ///     .with_named_metrics();
+    /// # Ok(()) }
+    /// ```
+    pub fn with_named_metrics(mut self) -> Self {
+        self.key = self.key.with_named_metrics();
+        self
+    }
+
     /// Asks to make one call costing `cost` units (1 for a plain call), and counts it
     /// if it is allowed. A denied call counts nothing. One round trip, not retried.
     ///
@@ -63,7 +81,12 @@ impl<S: RateStore> RateLimiter<S> {
     /// ```
     pub async fn check(&self, cost: u64) -> Result<Decision> {
         self.policy.check_cost(cost)?;
-        self.store.decide(&self.key, &self.policy, cost, true).await
+        let decision = self
+            .store
+            .decide(&self.key, &self.policy, cost, true)
+            .await?;
+        Meter::new(self.store.deployment(), &self.key).decided(&self.policy, decision.allowed);
+        Ok(decision)
     }
 
     /// Waits until a call costing `cost` is allowed, and counts it. When denied, it

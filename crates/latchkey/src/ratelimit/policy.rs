@@ -43,6 +43,17 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// The `algorithm` label of its metrics (see [`crate::metrics`]).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Algorithm::Cooldown => "cooldown",
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::SlidingWindow => "sliding_window",
+            Algorithm::Gcra { .. } => "gcra",
+        }
+    }
+
     /// The algorithm in words, for messages.
     fn describe(self) -> String {
         match self {
@@ -237,6 +248,12 @@ impl Policy {
     /// ```
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The name, shared (the `policy` label of its metrics).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn shared_name(&self) -> Arc<str> {
+        self.name.clone()
     }
 
     /// The most cost units that can pass at once, and so the largest cost a call

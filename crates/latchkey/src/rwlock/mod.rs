@@ -81,6 +81,20 @@ impl RwLock {
         }
     }
 
+    /// The same lock, with its name as a `name` label on its metrics (see
+    /// [`crate::metrics`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let config = client.rw_lock("config")?.with_named_metrics();
+    /// # Ok(()) }
+    /// ```
+    pub fn with_named_metrics(self) -> Self {
+        RwLock {
+            all: self.all.with_named_metrics(),
+        }
+    }
+
     /// The same lock with another [`Fencing`](crate::Fencing) for every guard (see
     /// [`Semaphore::with_fencing`](crate::Semaphore::with_fencing)).
     ///

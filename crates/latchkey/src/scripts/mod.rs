@@ -52,6 +52,11 @@ pub(crate) static RELEASE: LazyLock<Script> =
 /// The fencing token of a hold granted without one, computed on demand.
 pub(crate) static FENCE: LazyLock<Script> = lock_script!("clock.lua", "grant.lua", "fence.lua");
 
+/// Several locks at once, all or none, when none needs a fence or has a fair
+/// queue (a multi-lock's try on one server or one slot). No helpers.
+pub(crate) static TAKE_ALL: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lock/take_all.lua")));
+
 /// Release a lock nobody waits for; else leave it to [`RELEASE`]. No helpers.
 pub(crate) static RELEASE_ALONE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lock/release_alone.lua")));

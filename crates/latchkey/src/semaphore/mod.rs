@@ -156,6 +156,19 @@ impl Semaphore {
         self
     }
 
+    /// The same semaphore, with its name as a `name` label on its metrics (see
+    /// [`crate::metrics`]): for pools whose names are few.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let gpus = client.semaphore("gpus", 8)?.with_named_metrics();
+    /// # Ok(()) }
+    /// ```
+    pub fn with_named_metrics(mut self) -> Self {
+        self.key = self.key.with_named_metrics();
+        self
+    }
+
     /// The number of permits.
     ///
     /// ```no_run

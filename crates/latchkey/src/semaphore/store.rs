@@ -227,6 +227,14 @@ impl LockStore for PermitStore {
         self.inner.node()
     }
 
+    fn deployment(&self) -> &'static str {
+        self.inner.deployment()
+    }
+
+    fn units(&self) -> u64 {
+        self.weight
+    }
+
     async fn try_acquire(
         &self,
         key: &LockKey,

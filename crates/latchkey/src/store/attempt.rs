@@ -214,3 +214,28 @@ impl Attempt {
         }
     }
 }
+
+/// What [`LockStore::try_acquire_all`](super::LockStore::try_acquire_all) did with
+/// several locks: took every one, or none because one was busy.
+///
+/// ```
+/// use latchkey::store::AllOrNone;
+/// let busy = AllOrNone::Busy { index: 1, pttl: None, holder: Some("3cd1…".into()) };
+/// assert_ne!(busy, AllOrNone::Taken);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AllOrNone {
+    /// Every lock is now held by its owner.
+    Taken,
+    /// None was taken: the lock at `index` (in the order given) is held by
+    /// `holder`, for `pttl` more (`None`: no expiry).
+    Busy {
+        /// Which lock, in the order given.
+        index: usize,
+        /// Its holder's remaining lease.
+        pttl: Option<Duration>,
+        /// Its holder's owner token (full: mask it before showing it).
+        holder: Option<String>,
+    },
+}

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use super::{AcquireRequest, Attempt, LockStatus, Watch};
+use super::{AcquireRequest, AllOrNone, Attempt, LockStatus, Watch};
 use crate::error::Result;
 use crate::key::LockKey;
 use crate::lease::Ttl;
@@ -48,6 +48,35 @@ use crate::token::OwnerToken;
 /// # Ok(()) }
 /// ```
 pub trait LockStore: Clone + Send + Sync + 'static {
+    /// The `deployment` label of the metrics of locks on this store (see
+    /// [`crate::metrics`]): `single`, `sentinel`, `cluster`, `quorum`; `custom`
+    /// unless a store of your own says otherwise.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{LockStore, RedisStore};
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let store = RedisStore::open("redis://127.0.0.1:6379").await?;
+    /// assert_eq!(store.deployment(), "single");
+    /// # Ok(()) }
+    /// ```
+    fn deployment(&self) -> &'static str {
+        "custom"
+    }
+
+    /// What one grant holds, for the `latchkey_held` metric: 1 for a lock, the
+    /// weight for a grant of a semaphore's permits.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{LockStore, RedisStore};
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let store = RedisStore::open("redis://127.0.0.1:6379").await?;
+    /// assert_eq!(store.units(), 1);
+    /// # Ok(()) }
+    /// ```
+    fn units(&self) -> u64 {
+        1
+    }
+
     /// Sets `owner` on `key` if the key is free (and, for a fair request, nobody
     /// waits ahead); otherwise queues `owner` if asked to. A key that already holds
     /// `owner` (an earlier attempt whose reply was lost, or a release that handed it
@@ -144,6 +173,44 @@ pub trait LockStore: Clone + Send + Sync + 'static {
         owner: &OwnerToken,
     ) -> impl Future<Output = Result<Option<bool>>> + Send {
         let _ = (key, owner);
+        async { Ok(None) }
+    }
+
+    /// Takes every one of `takes` (a lock, its owner, what it asks for) if every one
+    /// is free, in one atomic step, or none: what a [`MultiLock`](crate::MultiLock)
+    /// tries first, so that it never holds part of its set. `Ok(None)` when the store
+    /// cannot for these locks (the default), and the caller tries them one by one.
+    /// On Redis it can when every key is in one hash slot (always on one server),
+    /// no request joins a queue or asks for a fence, the store waits for no
+    /// replicas, and no lock is already the owner's or a fair lock with waiters.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`](crate::Error::WrongType) if a lock key holds another
+    /// type, and the errors every reply can carry.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave every lock set to its owner: release each to
+    /// undo it.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{AcquireRequest, AllOrNone, LockStore, RedisStore};
+    /// # async fn demo(store: RedisStore, a: latchkey::LockKey, b: latchkey::LockKey) -> latchkey::Result<()> {
+    /// let (me, also_me) = (latchkey::OwnerToken::generate()?, latchkey::OwnerToken::generate()?);
+    /// let request = AcquireRequest::new(latchkey::Ttl::DEFAULT);
+    /// match store.try_acquire_all(&[(&a, &me, request), (&b, &also_me, request)]).await? {
+    ///     Some(AllOrNone::Taken) => println!("both ours"),
+    ///     Some(AllOrNone::Busy { index, .. }) => println!("lock {index} is busy; none taken"),
+    ///     _ => println!("not in one step: try them one by one"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn try_acquire_all(
+        &self,
+        takes: &[(&LockKey, &OwnerToken, AcquireRequest)],
+    ) -> impl Future<Output = Result<Option<AllOrNone>>> + Send {
+        let _ = takes;
         async { Ok(None) }
     }
 

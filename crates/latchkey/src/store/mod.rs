@@ -36,7 +36,7 @@ mod watch;
 
 use std::time::Duration;
 
-pub use attempt::{AcquireRequest, Attempt};
+pub use attempt::{AcquireRequest, AllOrNone, Attempt};
 pub use connection::Connection;
 pub(crate) use dedicated::DedicatedConn;
 pub use lock_store::{Inspect, LockStore, Pass, WakeUps};

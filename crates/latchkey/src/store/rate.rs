@@ -21,6 +21,20 @@ use crate::ratelimit::{Decision, Policy};
 /// # Ok(()) }
 /// ```
 pub trait RateStore: Clone + Send + Sync + 'static {
+    /// The `deployment` label of the rate limiters' metrics, as for
+    /// [`LockStore::deployment`](crate::store::LockStore::deployment).
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{RateStore, RedisStore};
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let store = RedisStore::open("redis://127.0.0.1:6379").await?;
+    /// assert_eq!(RateStore::deployment(&store), "single");
+    /// # Ok(()) }
+    /// ```
+    fn deployment(&self) -> &'static str {
+        "custom"
+    }
+
     /// Decides one call of `cost` units on the limiter `key` under `policy`, in one
     /// atomic step, and counts it if it is allowed and `consume` is set (a peek
     /// counts nothing). The caller has checked the cost against the policy.

@@ -11,12 +11,12 @@ use super::subscriber::{Source, Subscriber};
 use super::target::Target;
 use super::uncontended::BareTake;
 use super::{
-    AcquireRequest, Attempt, CONNECT_TIMEOUT, Connection, Inspect, LockStatus, LockStore, Pass,
-    RESPONSE_TIMEOUT, RateStore, WakeUps, Watch,
+    AcquireRequest, AllOrNone, Attempt, CONNECT_TIMEOUT, Connection, Inspect, LockStatus,
+    LockStore, Pass, RESPONSE_TIMEOUT, RateStore, WakeUps, Watch,
 };
 use super::{cluster, fence_from, released_alone, sentinel};
 use crate::error::{Error, Result};
-use crate::key::{LockKey, is_companion_key};
+use crate::key::{LockKey, is_companion_key, slot};
 use crate::lease::Ttl;
 use crate::ratelimit::{Decision, Policy};
 use crate::scripts;
@@ -533,6 +533,23 @@ impl RedisStore {
         &self.node
     }
 
+    /// The `deployment` label of its metrics: `single` (one server, or a primary
+    /// with replicas), `sentinel` or `cluster` (see [`crate::metrics`]).
+    ///
+    /// ```no_run
+    /// # fn demo(store: latchkey::store::RedisStore) {
+    /// println!("{} deployment", store.deployment());
+    /// # }
+    /// ```
+    pub fn deployment(&self) -> &'static str {
+        match &self.target {
+            Some(Target::Sentinel(_)) => "sentinel",
+            Some(Target::Cluster(_)) => "cluster",
+            _ if self.conn.is_cluster() => "cluster",
+            _ => "single",
+        }
+    }
+
     /// Runs a script on this store's connection; errors name the node and `key`.
     /// How a script on this store publishes to waiters: `sharded` (SPUBLISH, on a
     /// cluster, where waiters listen with SSUBSCRIBE in the key's shard) or ``.
@@ -680,6 +697,10 @@ impl LockStore for RedisStore {
         RedisStore::node(self)
     }
 
+    fn deployment(&self) -> &'static str {
+        RedisStore::deployment(self)
+    }
+
     async fn try_acquire(
         &self,
         key: &LockKey,
@@ -711,6 +732,21 @@ impl LockStore for RedisStore {
         let (reply, replicas) = self.run_confirmed(&call, key).await?;
         self.attempt_from(self, key, (owner, request), reply, replicas)
             .await
+    }
+
+    async fn try_acquire_all(
+        &self,
+        takes: &[(&LockKey, &OwnerToken, AcquireRequest)],
+    ) -> Result<Option<AllOrNone>> {
+        // A grant replicas must confirm goes to the one-by-one tries, which wait for
+        // them; on a cluster, one script cannot span hash slots.
+        let mut slots = takes.iter().map(|(key, ..)| slot(key.as_str()));
+        let first = slots.next();
+        let one_slot = !self.conn.is_cluster() || slots.all(|other| Some(other) == first);
+        if self.replication.is_some() || !one_slot {
+            return Ok(None);
+        }
+        self.take_all(takes).await
     }
 
     async fn release(
@@ -902,6 +938,10 @@ impl RedisStore {
 }
 
 impl RateStore for RedisStore {
+    fn deployment(&self) -> &'static str {
+        RedisStore::deployment(self)
+    }
+
     async fn decide(
         &self,
         key: &LockKey,

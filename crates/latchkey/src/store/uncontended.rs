@@ -14,13 +14,16 @@
 //! before this try was sent: the scripts reset it), a fair lock with a queue, and a
 //! server older than Redis 7.0, which refuses `NX` with `GET` (remembered, so it is
 //! asked once).
+//!
+//! Several locks at once (a multi-lock's try) are taken the same way, all or none,
+//! by `scripts/lock/take_all.lua`, when their keys share a hash slot.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::redis_store::lock_script;
-use super::{AcquireRequest, Attempt, RedisStore};
+use super::{AcquireRequest, AllOrNone, Attempt, RedisStore};
 use crate::error::Result;
 use crate::key::LockKey;
 use crate::scripts;
@@ -116,6 +119,54 @@ impl RedisStore {
             }
         };
         Ok((taken, replicas))
+    }
+}
+
+impl RedisStore {
+    /// `scripts/lock/take_all.lua`, for locks in one hash slot that it can take
+    /// (see [`LockStore::try_acquire_all`](super::LockStore::try_acquire_all));
+    /// `None` for the others.
+    pub(crate) async fn take_all(
+        &self,
+        takes: &[(&LockKey, &OwnerToken, AcquireRequest)],
+    ) -> Result<Option<AllOrNone>> {
+        let Some(&(first, _, _)) = takes.first() else {
+            return Ok(None);
+        };
+        let simple = takes
+            .iter()
+            .all(|(_, _, request)| !request.fenced && request.queue_lease.is_none());
+        if !simple {
+            return Ok(None);
+        }
+        let locks = takes.iter().map(|(key, ..)| key.as_str());
+        let queues = takes.iter().map(|(key, ..)| key.queue());
+        let keys: Vec<&str> = locks.chain(queues).collect();
+        let mut call = lock_script(&scripts::TAKE_ALL, &keys);
+        for (_, owner, _) in takes {
+            call.arg(owner.as_str());
+        }
+        for (_, _, request) in takes {
+            call.arg(request.ttl.as_millis());
+        }
+        for (_, _, request) in takes {
+            call.arg(if request.fair { "f" } else { "p" });
+        }
+        let reply: redis::Value = self.run(&call, first).await?;
+        Ok(match reply {
+            redis::Value::Int(0) => Some(AllOrNone::Taken),
+            redis::Value::Int(_) => None,
+            busy => {
+                let parsed = redis::from_redis_value(busy).map_err(redis::RedisError::from);
+                let (index, pttl, holder): (usize, i64, String) =
+                    self.context(parsed, first.as_str())?;
+                Some(AllOrNone::Busy {
+                    index: index.saturating_sub(1),
+                    pttl: lease_left(pttl),
+                    holder: Some(holder),
+                })
+            }
+        })
     }
 }
 

@@ -16,6 +16,7 @@ use retry::Retry;
 
 use crate::error::{Error, Result};
 use crate::key::slot;
+use crate::metrics::transaction_attempt;
 use crate::store::{DedicatedConn, RedisStore};
 
 /// An optimistic transaction on some keys: [`run`](Self::run) WATCHes them, lets
@@ -83,6 +84,18 @@ enum Attempted<T> {
     Conflict,
     /// The connection failed before EXEC was sent: nothing was written.
     Broken(Error),
+}
+
+impl<T> Attempted<T> {
+    /// How an attempt ended, as the `result` label of its metric.
+    fn label(attempted: &Result<Self>) -> &'static str {
+        match attempted {
+            Ok(Attempted::Done(Some(_))) => "committed",
+            Ok(Attempted::Done(None)) => "nothing_written",
+            Ok(Attempted::Conflict) => "conflict",
+            Ok(Attempted::Broken(_)) | Err(_) => "error",
+        }
+    }
 }
 
 impl Transaction {
@@ -186,7 +199,9 @@ impl Transaction {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.attempt(&mut body, attempt).await? {
+            let attempted = self.attempt(&mut body, attempt).await;
+            transaction_attempt(self.store.deployment(), Attempted::label(&attempted));
+            match attempted? {
                 Attempted::Done(value) => return Ok(value),
                 Attempted::Conflict => {}
                 Attempted::Broken(error) => {
