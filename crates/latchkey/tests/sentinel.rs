@@ -314,3 +314,42 @@ async fn a_failover_during_a_transaction_s_body_does_not_commit_on_the_old_prima
         "the commit went to the old primary"
     );
 }
+
+/// A waiter's subscription follows the primary as its commands do: after a
+/// failover that leaves the old primary answering as a master (paused through it,
+/// not yet demoted), a client whose subscriber was on the old primary still hears
+/// the new primary's releases, instead of waiting out its timer (10 s here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_failover_a_waiter_hears_the_new_primary_s_releases() {
+    let set = Sentinels::start().unwrap();
+    let holder = client(&set).await;
+    let waiting = client(&set).await;
+    let long = |client: &Client| {
+        client
+            .mutex("job")
+            .unwrap()
+            .with_lease(latchkey::Lease::renewed(Duration::from_secs(30)).unwrap())
+            .with_waiter_lease(latchkey::Ttl::new(Duration::from_secs(30)).unwrap())
+    };
+    // The waiting client's subscriber connects to the primary of the moment.
+    let first = long(&holder).lock().await.unwrap();
+    let busy = long(&waiting)
+        .lock_timeout(Duration::from_millis(200))
+        .await;
+    assert!(matches!(busy, Err(Error::Busy { .. })), "{busy:?}");
+    first.release().await.unwrap();
+    fail_over_leaving_the_old_primary_writable(&set).await;
+    let guard = long(&holder).lock().await.unwrap();
+    let waiter = long(&waiting);
+    let waited = tokio::spawn(async move { waiter.lock_timeout(Duration::from_secs(20)).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let released = Instant::now();
+    guard.release().await.unwrap();
+    let taken = waited.await.unwrap().unwrap();
+    let woken_after = released.elapsed();
+    assert!(
+        woken_after < Duration::from_millis(1_500),
+        "woken {woken_after:?} after the release: not by it"
+    );
+    taken.release().await.unwrap();
+}

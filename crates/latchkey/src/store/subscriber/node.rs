@@ -19,10 +19,11 @@ pub(super) async fn run(
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
     loop {
-        let Some((mut sink, mut stream)) = connect(&target, &shared).await else {
+        let Some((mut sink, mut stream, address)) = connect(&target, &shared).await else {
             return;
         };
-        if !serve(&shared, &mut sink, &mut stream, &mut commands).await
+        let moved = moved_away(&target, address);
+        if !serve(&shared, (&mut sink, &mut stream), &mut commands, moved).await
             || !after_loss(&shared).await
         {
             return;
@@ -30,10 +31,36 @@ pub(super) async fn run(
     }
 }
 
-/// Opens the subscriber connection and resubscribes every channel still watched.
-async fn connect(target: &Target, shared: &Weak<Shared>) -> Option<(PubSubSink, PubSubStream)> {
+/// Behind Sentinel, resolves once the Sentinels name another primary than the one
+/// at `address` (asked every [`HEARTBEAT`]): a failover leaves the old primary up,
+/// taking subscriptions but hearing none of the new primary's releases, so the
+/// subscriber must move as the command connection does. Never, for other targets.
+async fn moved_away(target: &Target, address: String) {
+    if !target.follows_failover() {
+        return std::future::pending().await;
+    }
+    loop {
+        tokio::time::sleep(HEARTBEAT).await;
+        if target
+            .primary_now()
+            .await
+            .is_some_and(|primary| primary != address)
+        {
+            tracing::debug!(old = %address, "the Sentinels name another primary: the subscriber moves");
+            return;
+        }
+    }
+}
+
+/// Opens the subscriber connection and resubscribes every channel still watched;
+/// with the address connected to.
+async fn connect(
+    target: &Target,
+    shared: &Weak<Shared>,
+) -> Option<(PubSubSink, PubSubStream, String)> {
     connect_with(shared, |strong| async move {
         let client = target.client().await?;
+        let address = client.get_connection_info().addr().to_string();
         let pubsub = within(CONNECT_TIMEOUT, client.get_async_pubsub()).await?;
         let (mut sink, stream) = pubsub.split();
         let wanted = strong.unconfirm_all();
@@ -45,23 +72,25 @@ async fn connect(target: &Target, shared: &Weak<Shared>) -> Option<(PubSubSink, 
                 Err(error) => refused(&strong, &error),
             }
         }
-        Ok((sink, stream))
+        Ok((sink, stream, address))
     })
     .await
 }
 
-/// Routes messages and (un)subscribes until the connection drops or stalls (`true`)
-/// or the store is gone (`false`).
+/// Routes messages and (un)subscribes until the connection drops or stalls, or
+/// the primary `moved` (`true`), or the store is gone (`false`).
 async fn serve(
     shared: &Weak<Shared>,
-    sink: &mut PubSubSink,
-    stream: &mut PubSubStream,
+    (sink, stream): (&mut PubSubSink, &mut PubSubStream),
     commands: &mut mpsc::UnboundedReceiver<Command>,
+    moved: impl Future<Output = ()>,
 ) -> bool {
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut moved = std::pin::pin!(moved);
     loop {
         tokio::select! {
+            () = &mut moved => return true,
             _ = heartbeat.tick() => {
                 // A connection that stalled without closing never ends the stream.
                 if let Err(error) = within(RESPONSE_TIMEOUT, sink.ping::<redis::Value>()).await {
