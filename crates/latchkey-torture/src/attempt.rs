@@ -21,6 +21,11 @@ const PLAIN_WAIT: Duration = Duration::from_secs(2);
 pub trait Hold<S: Pass + WakeUps>: Send + Sync + 'static {
     fn guard(&self) -> &MutexGuard<S>;
     fn release(self) -> impl Future<Output = latchkey::Result<bool>> + Send + 'static;
+    /// When the hold began (wall µs), if before its attempt returned: a read a
+    /// write was downgraded to holds the lock from the write's grant on.
+    fn held_since_us(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl<S: Pass + WakeUps> Hold<S> for MutexGuard<S> {
@@ -119,28 +124,75 @@ impl Acquire<PermitStore> for Permits {
     }
 }
 
-/// One side of a read-write lock: a read, or a write.
+/// One side of a read-write lock: a read, a write, or a write downgraded to a read
+/// as soon as it is granted.
 #[derive(Clone)]
 pub struct RwSide {
     pub lock: RwLock,
-    pub write: bool,
+    pub side: Side,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Read,
+    Write,
+    /// `write()`, then `downgrade()` at once: the read that comes of it counts
+    /// from the write's grant, so a writer let in between the two overlaps it.
+    Downgrade,
+}
+
+/// A read-write lock's guard, and for a downgraded read, when its write was granted.
+pub struct RwHeld {
+    guard: MutexGuard<PermitStore>,
+    since_us: Option<u64>,
+}
+
+impl Hold<PermitStore> for RwHeld {
+    fn guard(&self) -> &MutexGuard<PermitStore> {
+        &self.guard
+    }
+
+    fn release(self) -> impl Future<Output = latchkey::Result<bool>> + Send + 'static {
+        self.guard.release()
+    }
+
+    fn held_since_us(&self) -> Option<u64> {
+        self.since_us
+    }
+}
+
+impl RwSide {
+    /// The side asked for, from the write (or read) `taken`.
+    async fn then(&self, taken: MutexGuard<PermitStore>) -> latchkey::Result<RwHeld> {
+        if self.side != Side::Downgrade {
+            return Ok(RwHeld {
+                guard: taken,
+                since_us: None,
+            });
+        }
+        let since_us = Some(now_us());
+        let guard = self.lock.downgrade(taken).await?;
+        Ok(RwHeld { guard, since_us })
+    }
 }
 
 impl Acquire<PermitStore> for RwSide {
-    type Held = MutexGuard<PermitStore>;
+    type Held = RwHeld;
 
-    async fn lock(&self) -> latchkey::Result<MutexGuard<PermitStore>> {
-        match self.write {
-            true => self.lock.write().await,
-            false => self.lock.read().await,
-        }
+    async fn lock(&self) -> latchkey::Result<RwHeld> {
+        let taken = match self.side {
+            Side::Read => self.lock.read().await?,
+            Side::Write | Side::Downgrade => self.lock.write().await?,
+        };
+        self.then(taken).await
     }
 
-    async fn lock_timeout(&self, wait: Duration) -> latchkey::Result<MutexGuard<PermitStore>> {
-        match self.write {
-            true => self.lock.write_timeout(wait).await,
-            false => self.lock.read_timeout(wait).await,
-        }
+    async fn lock_timeout(&self, wait: Duration) -> latchkey::Result<RwHeld> {
+        let taken = match self.side {
+            Side::Read => self.lock.read_timeout(wait).await?,
+            Side::Write | Side::Downgrade => self.lock.write_timeout(wait).await?,
+        };
+        self.then(taken).await
     }
 }
 

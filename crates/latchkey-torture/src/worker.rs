@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
 
 use crate::attempt::{
-    Acquire, Attempted, Candidate, Hold, Permits, RwSide, attempt, release_aborted,
+    Acquire, Attempted, Candidate, Hold, Permits, RwSide, Side, attempt, release_aborted,
     release_to_aborted_waiter,
 };
 use crate::ratelimits::Rate;
@@ -73,6 +73,8 @@ pub fn permits(lock: usize) -> u64 {
 pub const WRITER: u64 = 1 << 20;
 /// Share of read-write lock acquisitions that write.
 const WRITE_SHARE: f64 = 0.3;
+/// Share of those writes downgraded to a read as soon as they are granted.
+const DOWNGRADE_SHARE: f64 = 0.3;
 
 /// How long a grant or renewal waits for the replica with `--wait-replicas`.
 const WAIT_REPLICAS_TIMEOUT: Duration = Duration::from_millis(100);
@@ -167,15 +169,19 @@ fn side_of(
     held: Held,
     rng: &mut StdRng,
 ) -> Option<(RwSide, u64)> {
-    let write = rng.random_bool(WRITE_SHARE);
+    let side = match rng.random_bool(WRITE_SHARE) {
+        false => Side::Read,
+        true if rng.random_bool(DOWNGRADE_SHARE) => Side::Downgrade,
+        true => Side::Write,
+    };
     let lock = shared
         .client
         .rw_lock(&format!("torture:{l}"))
         .ok()?
         .with_lease(lease(shared, held, l)?)
         .with_waiter_lease(Ttl::new(WAITER_LEASE).ok()?);
-    let weight = if write { WRITER } else { 1 };
-    Some((RwSide { lock, write }, weight))
+    let weight = if side == Side::Write { WRITER } else { 1 };
+    Some((RwSide { lock, side }, weight))
 }
 
 /// A candidate in the election `torture:{l}`, campaigning as its worker (`w<slot>`).
@@ -465,7 +471,9 @@ where
         let Some(guard) = shared.won(attempted.result).await else {
             continue;
         };
-        let timing = (attempted.mode, start_us, attempted.end_us);
+        // A downgraded read holds the lock from its write's grant on.
+        let acquired_us = guard.held_since_us().unwrap_or(attempted.end_us);
+        let timing = (attempted.mode, start_us, acquired_us);
         let section = shared.section(holder, l, lease, weight, timing, &mut rng);
         section.run(&mut shared, guard, &mutex, &mut rng).await;
     }

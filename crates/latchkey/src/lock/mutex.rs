@@ -337,8 +337,10 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// # Ok(()) }
     /// ```
     pub async fn lock_timeout(&self, wait: Duration) -> Result<MutexGuard<S>> {
-        // A wait too long to represent is a wait without deadline.
-        self.acquire(Instant::now().checked_add(wait)).await
+        // A wait too long to represent is a wait without deadline. The wait counts
+        // from here: a busy error says it waited all of `wait`.
+        let started = Instant::now();
+        self.acquire_since(started, started.checked_add(wait)).await
     }
 
     /// Runs `work` under the lock and releases it after. If the lease is lost while
@@ -505,7 +507,17 @@ impl<S: Pass + WakeUps> Mutex<S> {
     }
 
     pub(crate) async fn acquire(&self, deadline: Option<Instant>) -> Result<MutexGuard<S>> {
+        self.acquire_since(Instant::now(), deadline).await
+    }
+
+    /// Takes the lock for a call made at `started`, waiting until `deadline`.
+    async fn acquire_since(
+        &self,
+        started: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<MutexGuard<S>> {
         let wait = Wait {
+            started,
             // What Redis keeps the lock for; the guard counts on the lease alone.
             ttl: self.lease.in_redis(),
             lock_delay: self.lease.lock_delay(),

@@ -46,6 +46,8 @@ const FOREIGN_RECHECK: Duration = Duration::from_millis(40);
 /// What a waiter wants.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Wait {
+    /// When the call began: a busy error says how long it waited from then.
+    pub(crate) started: Instant,
     /// What Redis keeps the lock for: the lease and its lock delay.
     pub(crate) ttl: Ttl,
     /// The lock delay ([`Lease::with_lock_delay`](crate::Lease::with_lock_delay)).
@@ -100,7 +102,7 @@ pub(crate) async fn acquire<S: Pass + WakeUps>(
     wait: Wait,
     local: Option<&LocalLocks>,
 ) -> Result<Won<S>> {
-    let started = Instant::now();
+    let started = wait.started;
     let owner = OwnerToken::generate()?;
     // A call that may not wait at all (`try_lock`) still makes its one attempt.
     let once = wait.expired();
