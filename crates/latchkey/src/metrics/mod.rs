@@ -4,7 +4,11 @@
 //! metrics below; the application picks where they go by installing an exporter
 //! (`metrics-exporter-prometheus`, an OpenTelemetry bridge …), as for any crate that
 //! uses the facade. With no exporter installed each recording is a call into the
-//! facade's no-op recorder; `default-features = false` removes even that.
+//! facade's no-op recorder; `default-features = false` removes even that. Measured
+//! per uncontended lock + release (callgrind, client side): about 4 000 more
+//! instructions than without the feature with no recorder, 7 500 with a Prometheus
+//! recorder (of about 48 000; a few µs against the round trips). The server does
+//! nothing more.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
