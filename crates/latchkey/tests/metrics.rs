@@ -193,6 +193,15 @@ async fn permits_held_count_their_weight() {
     assert_eq!(value("latchkey_held", &labels), 0.0);
     let busy = [name, r#"outcome="busy""#];
     assert_eq!(value("latchkey_acquisitions_total", &busy), 1.0);
+    // A read-write lock's holds count one each, whatever their internal weights.
+    let config = client.rw_lock("m-config").unwrap().with_named_metrics();
+    let rw = [r#"name="m-config""#, r#"primitive="rwlock""#];
+    let write = config.write().await.unwrap();
+    assert_eq!(value("latchkey_held", &rw), 1.0);
+    let read = config.downgrade(write).await.unwrap();
+    assert_eq!(value("latchkey_held", &rw), 1.0);
+    read.release().await.unwrap();
+    assert_eq!(value("latchkey_held", &rw), 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -468,3 +468,18 @@ async fn the_store_takes_a_set_in_one_step_or_says_it_cannot() {
     ];
     assert_eq!(store.try_acquire_all(&takes).await.unwrap(), None);
 }
+
+/// A set of locks from two stores (here two databases of one server) is never
+/// taken in one step on one of them: each lock is set where its own store keeps
+/// it, and released there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_of_two_stores_are_each_taken_on_their_own() {
+    let (server, zero) = common::start().await;
+    let one = Client::open(&format!("{}/1", server.url())).await.unwrap();
+    let set = MultiLock::new([zero.mutex("x").unwrap(), one.mutex("y").unwrap()]).unwrap();
+    let both = set.lock().await.unwrap();
+    assert!(held(&zero, "x").await && held(&one, "y").await);
+    assert!(!held(&zero, "y").await && !held(&one, "x").await);
+    both.release().await.unwrap();
+    assert!(!held(&zero, "x").await && !held(&one, "y").await);
+}

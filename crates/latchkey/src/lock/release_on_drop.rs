@@ -27,7 +27,7 @@ use super::held::LeaseState;
 use super::local::{LocalLocks, Turn};
 use super::watchdog::Stopper;
 use crate::error::Result;
-use crate::key::LockKey;
+use crate::key::{Kind, LockKey};
 use crate::lease::Ttl;
 use crate::metrics::Meter;
 use crate::store::{Pass, RESPONSE_TIMEOUT, WakeUps};
@@ -121,7 +121,7 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
     /// metrics count it and its span lasts until the hold ends.
     pub(crate) fn began(&mut self, fence: Option<u64>) {
         self.held_since = Some(Instant::now());
-        self.meter().began(self.store.units());
+        self.meter().began(self.units());
         self.span = tracing::debug_span!(
             "latchkey.hold",
             lock = self.key.name(),
@@ -137,13 +137,22 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             return;
         };
         let held = since.elapsed();
-        self.meter().ended(self.store.units(), held);
+        self.meter().ended(self.units(), held);
         self.span.record("held_ms", held.as_millis() as u64);
         self.span = tracing::Span::none();
     }
 
     fn meter(&self) -> Meter<'_> {
         Meter::new(self.store.deployment(), &self.key)
+    }
+
+    /// What this hold counts for in `latchkey_held`: a semaphore grant its weight;
+    /// a read-write lock's read or write one (its permit weights are internal).
+    fn units(&self) -> u64 {
+        match self.key.kind() {
+            Kind::RwLock => 1,
+            _ => self.store.units(),
+        }
     }
 
     /// Lets go of the hold without releasing it: the lock stays in Redis (until its

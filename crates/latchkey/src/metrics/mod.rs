@@ -28,7 +28,7 @@
 //! | `latchkey_acquisitions_total` | counter | `primitive`, `deployment`, `outcome` | calls that take a lock or permits (`lock`, `try_lock`, `lock_timeout`, `acquire` …), by how they ended: `granted`, `busy` (a try found it held), `timed_out` (a wait's deadline passed), `cancelled` (the future was dropped), or the error's kind (`unreachable`, `acl_denied`, `wrong_type` …; see below) |
 //! | `latchkey_wait_seconds` | histogram (s) | `primitive`, `deployment`, `outcome` | how long those calls took, from the call to its outcome |
 //! | `latchkey_hold_seconds` | histogram (s) | `primitive`, `deployment` | how long a hold lasted, from the grant to its release (or the drop of its last guard) |
-//! | `latchkey_held` | gauge | `primitive`, `deployment` | what this process holds now: 1 per lock, the weight per grant of permits |
+//! | `latchkey_held` | gauge | `primitive`, `deployment` | what this process holds now: 1 per lock and per read or write of a read-write lock, the weight per grant of a semaphore's permits |
 //! | `latchkey_handoffs_total` | counter | `primitive`, `deployment`, `via` | grants a release handed straight to a waiter: `via="local"` (a task of this process, no round trip) or `via="redis"` (a waiter in the queue, no new attempt) |
 //! | `latchkey_renewals_total` | counter | `primitive`, `deployment`, `result` | the watchdog's lease renewals: `result="ok"` or `"failed"` (an error or no answer, retried while the lease lasts; or the lock found no longer ours) |
 //! | `latchkey_leases_lost_total` | counter | `primitive`, `deployment` | leases lost under their holder: a renewal found the lock no longer ours, or the lease ran out before Redis answered |

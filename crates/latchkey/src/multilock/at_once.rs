@@ -26,8 +26,9 @@ impl<S: Pass + WakeUps> MultiLock<S> {
     ) -> AtOnce {
         let mutexes: Vec<&Mutex<S>> = which.iter().map(|&i| &self.mutexes[i]).collect();
         let store = mutexes.first()?.store();
-        // One step needs one server: locks of a set may live on several.
-        if which.len() < 2 || mutexes.iter().any(|m| m.store().node() != store.node()) {
+        // One step needs one store (one server and database, the same requests):
+        // the locks of a set may live on several.
+        if which.len() < 2 || mutexes.iter().any(|m| !store.is_same_store(m.store())) {
             return None;
         }
         let mut holds = Vec::with_capacity(mutexes.len());

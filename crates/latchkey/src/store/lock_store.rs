@@ -214,6 +214,25 @@ pub trait LockStore: Clone + Send + Sync + 'static {
         async { Ok(None) }
     }
 
+    /// Whether `other` is this store (a clone of it, on the same connections and
+    /// making the same requests), so that one
+    /// [`try_acquire_all`](Self::try_acquire_all) on either may take the locks of
+    /// both. The default: never.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{LockStore, RedisStore};
+    /// # async fn demo() -> latchkey::Result<()> {
+    /// let store = RedisStore::open("redis://127.0.0.1:6379").await?;
+    /// assert!(store.is_same_store(&store.clone()));
+    /// let other = RedisStore::open("redis://127.0.0.1:6379/1").await?;
+    /// assert!(!store.is_same_store(&other));
+    /// # Ok(()) }
+    /// ```
+    fn is_same_store(&self, other: &Self) -> bool {
+        let _ = other;
+        false
+    }
+
     /// Resets `key`'s lease to `ttl` if it holds `owner`; true when it did.
     ///
     /// # Errors

@@ -749,6 +749,13 @@ impl LockStore for RedisStore {
         self.take_all(takes).await
     }
 
+    fn is_same_store(&self, other: &Self) -> bool {
+        // Every store made by a constructor names its node afresh, clones share it;
+        // and a clone that waits for replicas makes other requests.
+        Arc::ptr_eq(&self.node, &other.node)
+            && self.replication.is_none() == other.replication.is_none()
+    }
+
     async fn release(
         &self,
         key: &LockKey,
