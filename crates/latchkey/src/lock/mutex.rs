@@ -516,18 +516,8 @@ impl<S: Pass + WakeUps> Mutex<S> {
         started: Instant,
         deadline: Option<Instant>,
     ) -> Result<MutexGuard<S>> {
-        let wait = Wait {
-            started,
-            // What Redis keeps the lock for; the guard counts on the lease alone.
-            ttl: self.lease.in_redis(),
-            lock_delay: self.lease.lock_delay(),
-            fair: self.is_fair(),
-            fenced: self.fencing == Fencing::OnGrant,
-            waiter_lease: self.waiter_lease,
-            deadline,
-        };
-        // Fair locks keep strict FIFO order in Redis; plain ones pass between local tasks.
-        let local = (!self.is_fair()).then_some(&self.local);
+        let wait = self.wait(started, deadline);
+        let local = self.local();
         let acquisition = Acquisition::start(self.meter(), deadline);
         let result = waiter::acquire(&self.store, &self.key, wait, local)
             .instrument(acquisition.span().clone())
@@ -536,18 +526,33 @@ impl<S: Pass + WakeUps> Mutex<S> {
         won.hold.local = local.cloned();
         Ok(MutexGuard::new(won, self.lease))
     }
+
+    /// What a call made at `started` wants, waiting until `deadline`.
+    fn wait(&self, started: Instant, deadline: Option<Instant>) -> Wait {
+        Wait {
+            started,
+            // What Redis keeps the lock for; the guard counts on the lease alone.
+            ttl: self.lease.in_redis(),
+            lock_delay: self.lease.lock_delay(),
+            fair: self.is_fair(),
+            fenced: self.fencing == Fencing::OnGrant,
+            waiter_lease: self.waiter_lease,
+            deadline,
+        }
+    }
+
+    /// The tasks of this process it passes between: fair locks keep strict FIFO
+    /// order in Redis, plain ones pass between local tasks.
+    fn local(&self) -> Option<&LocalLocks> {
+        (!self.is_fair()).then_some(&self.local)
+    }
 }
 
 /// Takes made outside [`Mutex::acquire`]: a multi-lock's one step for several locks.
 impl<S: Pass + WakeUps> Mutex<S> {
     /// What this lock's first try asks for.
     pub(crate) fn first_try(&self) -> AcquireRequest {
-        AcquireRequest {
-            ttl: self.lease.in_redis(),
-            fair: self.is_fair(),
-            queue_lease: None,
-            fenced: self.fencing == Fencing::OnGrant,
-        }
+        self.wait(Instant::now(), None).first_try()
     }
 
     /// A hold for a try about to be sent under a fresh owner: dropped before it is a
@@ -569,11 +574,10 @@ impl<S: Pass + WakeUps> Mutex<S> {
     pub(crate) fn taken(&self, mut hold: ReleaseOnDrop<S>, sent: Instant) -> MutexGuard<S> {
         Acquisition::start(self.meter(), Some(sent)).granted();
         hold.state = HoldState::Held;
-        let local = (!self.is_fair()).then(|| self.local.clone());
-        if let Some(local) = &local {
+        if let Some(local) = self.local() {
             local.mark_held(&self.key);
         }
-        hold.local = local;
+        hold.local = self.local().cloned();
         let won = Won {
             hold,
             fence: None,

@@ -60,6 +60,16 @@ pub(crate) struct Wait {
 }
 
 impl Wait {
+    /// What its first attempt asks for: a try, in no queue.
+    pub(crate) fn first_try(&self) -> AcquireRequest {
+        AcquireRequest {
+            ttl: self.ttl,
+            fair: self.fair,
+            queue_lease: None,
+            fenced: self.fenced,
+        }
+    }
+
     fn expired(&self) -> bool {
         self.deadline
             .is_some_and(|deadline| deadline <= Instant::now())
@@ -293,12 +303,7 @@ impl<'a, S: Pass + WakeUps> Attempts<'a, S> {
             started,
             once,
             hold: ReleaseOnDrop::new(store.clone(), key.clone(), owner, longest),
-            request: AcquireRequest {
-                ttl: wait.ttl,
-                fair: wait.fair,
-                queue_lease: None,
-                fenced: wait.fenced,
-            },
+            request: wait.first_try(),
             watch: None,
             backoff: Backoff::default(),
             retries: Backoff::new(RETRY_FIRST, RETRY_CAP),
