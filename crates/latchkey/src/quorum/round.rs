@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, Stream, StreamExt};
 
+use super::tally;
 use crate::error::{Error, Result};
 use crate::store::RedisStore;
 
@@ -111,6 +112,21 @@ pub(crate) fn count<T>(answers: &Answers<T>, is: impl Fn(&T) -> bool) -> usize {
         .iter()
         .filter(|a| matches!(a, Some(Ok(value)) if is(value)))
         .count()
+}
+
+/// The usual end of a round that asked `asked` nodes and needs `needed` of them to
+/// say yes (by `is_yes`): settled once they did, or once the nodes yet to answer
+/// could no longer make it (see [`tally::settled`]).
+pub(crate) fn until_decided<T>(
+    asked: usize,
+    needed: usize,
+    is_yes: impl Fn(&T) -> bool,
+) -> impl FnMut(&Answers<T>) -> bool {
+    move |answers| {
+        let yes = count(answers, &is_yes);
+        let no = answers.iter().flatten().count() - yes;
+        tally::settled(asked, needed, yes, no).is_some()
+    }
 }
 
 /// Every node's index, to ask them all.

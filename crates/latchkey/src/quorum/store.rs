@@ -9,7 +9,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use super::attempts::{Attempts, Hold, owner_of};
 use super::report::{NodeAnswer, NodeReport};
 use super::round::{self, Answers};
-use super::tally::{self, FencePlan, majority};
+use super::tally::{FencePlan, majority};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::Ttl;
@@ -246,23 +246,21 @@ impl QuorumStore {
     where
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let count = asked.len();
-        round::ask(&self.inner.nodes, asked, deadline, call, |answers| {
-            let yes = round::count(answers, &is_yes);
-            let no = answers.iter().flatten().count() - yes;
-            tally::settled(count, needed, yes, no).is_some()
-        })
-        .await
+        let settled = round::until_decided(asked.len(), needed, is_yes);
+        round::ask(&self.inner.nodes, asked, deadline, call, settled).await
     }
 
-    /// Releases `value` on the nodes `asked`, each within `deadline`. The round
-    /// stops waiting once a majority released it, or once a majority of `asked`
-    /// (all of them, if fewer) answered: the requests to the others are sent all
-    /// the same (each in a task of its own), and a stopped node runs its own when
-    /// it wakes.
-    async fn release_on(&self, key: &LockKey, hold: &Hold, asked: &[usize]) -> Answers<bool> {
-        let majority = self.majority();
-        let enough_answers = asked.len().min(majority);
+    /// Releases `value` on the nodes `asked`, each within `deadline`, until
+    /// `settled` says the answers are enough. The requests to the nodes not waited
+    /// for are sent all the same (each in a task of its own), and a stopped node
+    /// runs its own when it wakes.
+    async fn release_on(
+        &self,
+        key: &LockKey,
+        hold: &Hold,
+        asked: &[usize],
+        settled: impl FnMut(&Answers<bool>) -> bool,
+    ) -> Answers<bool> {
         let deadline = self.node_deadline(hold.ttl);
         round::ask_detached(
             &self.inner.nodes,
@@ -272,10 +270,7 @@ impl QuorumStore {
                 let (key, value, ttl) = (key.clone(), hold.value.clone(), hold.ttl);
                 async move { release(&node, &key, &value, ttl).await }
             },
-            |answers| {
-                round::count(answers, |released| *released) >= majority
-                    || round::count(answers, |_| true) >= enough_answers
-            },
+            settled,
         )
         .await
     }
@@ -286,7 +281,14 @@ impl QuorumStore {
         let asked: Vec<usize> = (0..self.inner.nodes.len())
             .filter(|node| !busy.contains(node))
             .collect();
-        let answers = self.release_on(key, hold, &asked).await;
+        // Nothing waits on the outcome: a majority of `asked` (all, if fewer) is
+        // enough to go on with.
+        let enough = asked.len().min(self.majority());
+        let answers = self
+            .release_on(key, hold, &asked, |answers| {
+                round::count(answers, |_| true) >= enough
+            })
+            .await;
         if round::count(&answers, |_| true) < asked.len() {
             tracing::debug!(key = %key, "a failed quorum attempt was not undone on every node; it expires with its lease there");
         }
@@ -466,15 +468,23 @@ impl LockStore for QuorumStore {
         let deadline = self.node_deadline(request.ttl);
         let all = round::all(&self.inner.nodes);
         let ttl = request.ttl;
-        let answers = self
-            .ask(
-                &all,
-                deadline,
-                self.majority(),
-                |node| take(node, key, &hold.value, ttl),
-                |t| matches!(t, Taken::Granted(_)),
-            )
-            .await;
+        let majority = self.majority();
+        // Each take runs to its end on its node even after the round settled: one
+        // cut short there (between a NOSCRIPT and the script's load, or before the
+        // connection wrote it) leaves the lock on a bare majority, and one restart
+        // later the holder has lost it. A take landing after this attempt's undo or
+        // release sets nothing (`ended.lua`).
+        let answers = round::ask_detached(
+            &self.inner.nodes,
+            &all,
+            deadline,
+            |node| {
+                let (key, value) = (key.clone(), hold.value.clone());
+                async move { take(&node, &key, &value, ttl).await }
+            },
+            round::until_decided(all.len(), majority, |t| matches!(t, Taken::Granted(_))),
+        )
+        .await;
         let proposals: Vec<(usize, u64)> = answers
             .iter()
             .enumerate()
@@ -522,7 +532,18 @@ impl LockStore for QuorumStore {
     ) -> Result<bool> {
         let hold = self.inner.attempts.latest(key, owner);
         let all = round::all(&self.inner.nodes);
-        let answers = self.release_on(key, &hold, &all).await;
+        let majority = self.majority();
+        // Waits until the nodes yet to answer cannot change the outcome: a node
+        // that never held the lock answering first must not make an operator's
+        // release of a lock held on the other two look like it found nothing.
+        let answers = self
+            .release_on(
+                key,
+                &hold,
+                &all,
+                round::until_decided(all.len(), majority, |r| *r),
+            )
+            .await;
         let released = round::count(&answers, |released| *released);
         let answered = round::count(&answers, |_| true);
         if released >= self.majority() {
