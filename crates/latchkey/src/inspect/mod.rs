@@ -12,6 +12,8 @@
 mod names;
 pub(crate) use names::escape_glob;
 mod snapshot;
+mod survey;
+pub use survey::{Budget, Refreshed, Sighting, Survey, Surveyed};
 
 use crate::client::Client;
 use crate::error::Result;

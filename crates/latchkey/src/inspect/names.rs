@@ -18,24 +18,37 @@ pub(super) async fn matching(
     let glob = format!("{}{pattern}", escape_glob(prefix));
     let mut names = store.scan(&glob).await?;
     for key in store.scan_keys(&format!("{{{glob}}}:lk:*"), None).await? {
-        let untagged =
-            owner_of(&key).and_then(|tagged| tagged.strip_prefix('{')?.strip_suffix('}'));
-        // An untagged name has no '}' (it may have a '{' that opens nothing).
-        names.extend(
-            untagged
-                .filter(|name| !name.contains('}'))
-                .map(str::to_owned),
-        );
+        names.extend(owner_of(&key).and_then(untagged_name).map(str::to_owned));
     }
     for key in store.scan_keys(&format!("{glob}:lk:*"), None).await? {
-        let tagged = owner_of(&key).filter(|name| crate::key::hash_tag(name).is_some());
-        // `{X}` alone is the tagged form of the untagged `X` (found above), never a
-        // name of its own.
-        names.extend(tagged.filter(|name| !only_tag(name)).map(str::to_owned));
+        names.extend(owner_of(&key).and_then(tagged_name).map(str::to_owned));
     }
     names.sort_unstable();
     names.dedup();
     Ok(names)
+}
+
+/// The name (prefix included) that any key of a deployment may belong to: the
+/// name a companion key serves, or the key itself (a lock, or a key that is not
+/// latchkey's at all: reading it says which).
+pub(crate) fn name_of(key: &str) -> Option<&str> {
+    let Some(owner) = owner_of(key) else {
+        return Some(key);
+    };
+    untagged_name(owner).or_else(|| tagged_name(owner))
+}
+
+/// `X` for the companions' owner `{X}` of an untagged name `X`.
+fn untagged_name(owner: &str) -> Option<&str> {
+    let name = owner.strip_prefix('{')?.strip_suffix('}')?;
+    // An untagged name has no '}' (it may have a '{' that opens nothing).
+    (!name.contains('}')).then_some(name)
+}
+
+/// The owner itself when it is a name with a hash tag of its own; `{X}` alone is
+/// the tagged form of the untagged `X`, never a name of its own.
+fn tagged_name(owner: &str) -> Option<&str> {
+    (crate::key::hash_tag(owner).is_some() && !only_tag(owner)).then_some(owner)
 }
 
 /// Whether `name` is a hash tag and nothing else (`{X}`).
@@ -82,5 +95,16 @@ mod tests {
         assert_eq!(owner_of("{pool}:lk:sem"), Some("{pool}"));
         assert_eq!(owner_of("user:1:name"), None);
         assert_eq!(owner_of("{x}:lk:other"), None);
+    }
+
+    #[test]
+    fn every_key_leads_to_the_name_it_may_serve() {
+        assert_eq!(name_of("{pool}:lk:sem:lk:fence"), Some("pool"));
+        assert_eq!(name_of("{job}:lk:queue"), Some("job"));
+        assert_eq!(name_of("app:{u1}:cart:lk:rate"), Some("app:{u1}:cart"));
+        assert_eq!(name_of("app:{u1}:cart"), Some("app:{u1}:cart"));
+        assert_eq!(name_of("job"), Some("job"));
+        assert_eq!(name_of("user:1:name"), Some("user:1:name"));
+        assert_eq!(name_of("{a}b}:lk:fence"), Some("{a}b}"));
     }
 }

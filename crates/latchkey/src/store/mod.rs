@@ -41,7 +41,7 @@ pub use connection::Connection;
 pub(crate) use dedicated::DedicatedConn;
 pub use lock_store::{Inspect, LockStore, Pass, WakeUps};
 pub use redis_store::RedisStore;
-pub(crate) use redis_store::{any_tls, invalid_url};
+pub(crate) use redis_store::{KeyWalk, any_tls, invalid_url};
 
 /// The store's name before it learned to talk to a cluster.
 #[deprecated(note = "renamed `RedisStore`: one type for a single node, a cluster and Sentinel")]

@@ -918,23 +918,8 @@ impl RedisStore {
     ) -> Result<()> {
         let mut cursor = 0u64;
         loop {
-            let mut scan = redis::cmd("SCAN");
-            scan.arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(SCAN_BATCH);
-            if let Some(ty) = ty {
-                scan.arg("TYPE").arg(ty);
-            }
-            let reply = match &node {
-                Some((host, port)) => conn
-                    .on_node(scan, host, *port)
-                    .await
-                    .and_then(|v| Ok(redis::from_redis_value(v)?)),
-                None => scan.query_async(conn).await,
-            };
-            let (next, batch): (u64, Vec<String>) = self.context(reply, pattern)?;
+            let scan = scan_command(cursor, Some(pattern), ty, SCAN_BATCH);
+            let (next, batch) = self.scan_once(conn, node.as_ref(), scan, pattern).await?;
             keys.extend(batch);
             if next == 0 {
                 return Ok(());
@@ -942,6 +927,85 @@ impl RedisStore {
             cursor = next;
         }
     }
+
+    /// One `SCAN` on the server (on a cluster, on the primary at `node`): the next
+    /// cursor and the keys of this batch.
+    async fn scan_once(
+        &self,
+        conn: &mut Connection,
+        node: Option<&(String, u16)>,
+        scan: redis::Cmd,
+        what: &str,
+    ) -> Result<(u64, Vec<String>)> {
+        let reply = match node {
+            Some((host, port)) => conn
+                .on_node(scan, host, *port)
+                .await
+                .and_then(|v| Ok(redis::from_redis_value(v)?)),
+            None => scan.query_async(conn).await,
+        };
+        self.context(reply, what)
+    }
+
+    /// The next batch of a walk over every key (on a cluster, over every primary's),
+    /// about `count` keys walked per server: one `SCAN` each, resumed from `walk`.
+    /// Returns the keys and whether the walk came round to its start (the next call
+    /// begins again, on a cluster with the primaries it has then).
+    pub(crate) async fn scan_step(
+        &self,
+        walk: &mut KeyWalk,
+        count: u64,
+    ) -> Result<(Vec<String>, bool)> {
+        let mut conn = self.conn.clone();
+        if walk.servers.is_empty() {
+            walk.servers = match self.conn.is_cluster() {
+                true => {
+                    let primaries = cluster::primaries(&mut conn).await;
+                    let primaries = self.context(primaries, "CLUSTER SLOTS")?;
+                    primaries.into_iter().map(|p| (Some(p), 0)).collect()
+                }
+                false => vec![(None, 0)],
+            };
+        }
+        let mut keys = Vec::new();
+        for (node, cursor) in &mut walk.servers {
+            let scan = scan_command(*cursor, None, None, count);
+            let (next, batch) = self
+                .scan_once(&mut conn, node.as_ref(), scan, "SCAN")
+                .await?;
+            keys.extend(batch);
+            *cursor = next;
+        }
+        walk.servers.retain(|(_, cursor)| *cursor != 0);
+        Ok((keys, walk.servers.is_empty()))
+    }
+}
+
+/// Where a walk over a deployment's keys stands ([`RedisStore::scan_step`]): each
+/// server still to finish, with its cursor.
+#[derive(Clone, Debug, Default)]
+pub struct KeyWalk {
+    servers: Vec<(Option<(String, u16)>, u64)>,
+}
+
+impl KeyWalk {
+    /// How many servers the walk has yet to finish (0 before it starts).
+    pub(crate) fn servers(&self) -> usize {
+        self.servers.len()
+    }
+}
+
+fn scan_command(cursor: u64, pattern: Option<&str>, ty: Option<&str>, count: u64) -> redis::Cmd {
+    let mut scan = redis::cmd("SCAN");
+    scan.arg(cursor);
+    if let Some(pattern) = pattern {
+        scan.arg("MATCH").arg(pattern);
+    }
+    scan.arg("COUNT").arg(count);
+    if let Some(ty) = ty {
+        scan.arg("TYPE").arg(ty);
+    }
+    scan
 }
 
 impl RateStore for RedisStore {

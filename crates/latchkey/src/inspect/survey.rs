@@ -1,0 +1,483 @@
+//! A deployment's latchkey state, kept up to date in bounded steps: what
+//! `latchkey top` and `latchkey exporter` refresh from.
+//!
+//! Each refresh walks the next stretch of the keyspace with `SCAN` (about
+//! [`Budget::keys`] keys per server, resumed where the last one stopped, so a
+//! keyspace larger than the budget is covered over several refreshes) and reads
+//! the state of at most [`Budget::reads`] names, the longest unread first. A name
+//! whose state shows nothing in use is forgotten until the walk passes its keys
+//! again.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use super::{Primitive, names, snapshot};
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::key::LockKey;
+use crate::quorum::QuorumStore;
+use crate::store::{Inspect, KeyWalk, RedisStore};
+
+/// How much one [`Survey::refresh`] may ask of Redis.
+///
+/// ```
+/// let budget = latchkey::inspect::Budget { keys: 200, reads: 200 };
+/// assert!(budget.keys < latchkey::inspect::Budget::default().keys);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Keys walked per server and refresh: the `COUNT` of one `SCAN` (on a
+    /// cluster, one per primary; on a quorum, one per master). Redis walks about
+    /// this many keys, whatever they are.
+    pub keys: u64,
+    /// Names whose state is read per refresh: one script call each, reading a
+    /// name's keys (about 15) and nothing else. Every key the walk finds is read
+    /// once (a string may be a lock), so keep this at least `keys` (per server):
+    /// names found faster than they are read wait for later refreshes.
+    pub reads: usize,
+}
+
+impl Default for Budget {
+    /// 500 keys walked (per server) and 500 names read per refresh.
+    fn default() -> Self {
+        Budget {
+            keys: 500,
+            reads: 500,
+        }
+    }
+}
+
+/// What a survey knows of one name.
+///
+/// ```no_run
+/// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+/// let mut survey = client.survey();
+/// survey.refresh().await?;
+/// for seen in survey.sightings() {
+///     println!("{} is a {}, held for at least {:?}", seen.name, seen.primitive.kind(), seen.held_for());
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Sighting {
+    /// The name, without the client's prefix.
+    pub name: String,
+    /// Its state when last read.
+    pub primitive: Primitive,
+    /// When this survey first saw it held as it is now (by the same holder, for a
+    /// lock): the hold is at least this old. `None` while nothing holds it.
+    pub held_since: Option<Instant>,
+    /// When it was last read.
+    pub read_at: Instant,
+}
+
+impl Sighting {
+    /// How long this survey has seen it held as it is now: a lower bound of the
+    /// hold's age (Redis keeps no start time). Zero while nothing holds it.
+    ///
+    /// ```
+    /// # use latchkey::inspect::{Primitive, Sighting};
+    /// # fn demo(seen: Sighting) {
+    /// println!("held for at least {:?}", seen.held_for());
+    /// # }
+    /// ```
+    pub fn held_for(&self) -> Duration {
+        self.held_since
+            .map_or(Duration::ZERO, |since| since.elapsed())
+    }
+}
+
+/// What one refresh did, for the view to show what it costs.
+///
+/// ```no_run
+/// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+/// let done = client.survey().refresh().await?;
+/// println!("walked {} keys, read {} names", done.keys_walked, done.names_read);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Refreshed {
+    /// `SCAN` calls sent.
+    pub scans: usize,
+    /// Keys those calls returned.
+    pub keys_walked: usize,
+    /// Names whose state was read (one script call each).
+    pub names_read: usize,
+    /// Names found but left for a later refresh (over [`Budget::reads`]).
+    pub names_waiting: usize,
+    /// Whether the walk came round to its start in this refresh: every key that
+    /// existed throughout the walk has been seen.
+    pub walk_completed: bool,
+}
+
+/// A deployment that a [`Survey`] can walk and read. Sealed: implemented for
+/// [`RedisStore`] (one server, Sentinel, Cluster) and [`QuorumStore`].
+pub trait Surveyed: sealed::Sealed + Clone + Send + Sync + 'static {}
+
+mod sealed {
+    use super::*;
+
+    /// Where a walk over the deployment stands.
+    pub trait Sealed {
+        type Walk: Default + Send + Sync;
+
+        /// The next batch of keys (about `count` per server) and whether the walk
+        /// came round to its start; also how many `SCAN` calls it took.
+        fn next_keys(
+            &self,
+            walk: &mut Self::Walk,
+            count: u64,
+        ) -> impl Future<Output = Result<(Vec<String>, usize, bool)>> + Send;
+
+        /// Everything in use under the name of `key`.
+        fn read_name(&self, key: &LockKey) -> impl Future<Output = Result<Vec<Primitive>>> + Send;
+    }
+}
+
+impl Surveyed for RedisStore {}
+
+impl sealed::Sealed for RedisStore {
+    type Walk = KeyWalk;
+
+    async fn next_keys(
+        &self,
+        walk: &mut KeyWalk,
+        count: u64,
+    ) -> Result<(Vec<String>, usize, bool)> {
+        let servers = walk.servers().max(1);
+        let (keys, done) = self.scan_step(walk, count).await?;
+        Ok((keys, servers, done))
+    }
+
+    async fn read_name(&self, key: &LockKey) -> Result<Vec<Primitive>> {
+        snapshot::read(self, key).await
+    }
+}
+
+impl Surveyed for QuorumStore {}
+
+/// A quorum keeps only locks; its masters are walked each on its own, and a
+/// master that does not answer is skipped while a majority does.
+impl sealed::Sealed for QuorumStore {
+    type Walk = Vec<KeyWalk>;
+
+    async fn next_keys(
+        &self,
+        walks: &mut Vec<KeyWalk>,
+        count: u64,
+    ) -> Result<(Vec<String>, usize, bool)> {
+        let nodes = self.nodes();
+        walks.resize_with(nodes.len(), KeyWalk::default);
+        let steps = nodes
+            .iter()
+            .zip(walks.iter_mut())
+            .map(|(node, walk)| node.scan_step(walk, count));
+        let mut keys = Vec::new();
+        let (mut answered, mut done, mut last_error) = (0, false, None);
+        for step in futures_util::future::join_all(steps).await {
+            match step {
+                Ok((batch, finished)) => {
+                    keys.extend(batch);
+                    answered += 1;
+                    done |= finished;
+                }
+                Err(error) => last_error = Some(error),
+            }
+        }
+        match (answered < nodes.len() / 2 + 1, last_error) {
+            (true, Some(error)) => Err(error),
+            _ => Ok((keys, nodes.len(), done)),
+        }
+    }
+
+    async fn read_name(&self, key: &LockKey) -> Result<Vec<Primitive>> {
+        let status = self.inspect(key).await?;
+        let in_use = status.is_held() || status.waiters > 0;
+        Ok(in_use
+            .then_some(Primitive::Lock(status))
+            .into_iter()
+            .collect())
+    }
+}
+
+/// A deployment's latchkey state, refreshed in bounded steps: the names in use
+/// under a client's prefix (locks held or waited for, semaphores and read-write
+/// locks with permits out or waiters, rate-limit state), with what each holds.
+/// `latchkey top` and `latchkey exporter` are views of one.
+///
+/// Every key is walked, not only latchkey's, and any string key looks like a lock
+/// from outside. By default a lock held by anything but a latchkey client (another
+/// library's lock, or a string that is no lock at all) is read once per walk and
+/// passed over, as is a key of another type; [`with_foreign`](Self::with_foreign)
+/// keeps the strings.
+///
+/// ```no_run
+/// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+/// use latchkey::inspect::Budget;
+/// let mut survey = client.survey().with_budget(Budget { keys: 2_000, reads: 500 });
+/// loop {
+///     survey.refresh().await?;
+///     let held = survey.sightings().filter(|seen| seen.primitive.is_held()).count();
+///     println!("{held} held");
+///     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+/// }
+/// # }
+/// ```
+pub struct Survey<S: Surveyed = RedisStore> {
+    client: Client<S>,
+    budget: Budget,
+    foreign: bool,
+    walk: <S as sealed::Sealed>::Walk,
+    /// Names found by the walk, by full key (prefix included).
+    known: BTreeMap<String, Known>,
+}
+
+/// A name the walk found: what it held when last read, if it was read.
+struct Known {
+    read: Option<(Instant, Vec<Primitive>)>,
+    /// When each of its primitives was first seen held as it is now, by the
+    /// identity of that hold (see [`hold_of`]).
+    held_since: Vec<(String, Instant)>,
+}
+
+impl<S: Surveyed> Client<S> {
+    /// A survey of everything in use under this client's prefix, with the default
+    /// [`Budget`]. Nothing is read until [`Survey::refresh`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let mut survey = client.survey();
+    /// survey.refresh().await?;
+    /// println!("{} names in use", survey.sightings().count());
+    /// # Ok(()) }
+    /// ```
+    pub fn survey(&self) -> Survey<S> {
+        Survey {
+            client: self.clone(),
+            budget: Budget::default(),
+            foreign: false,
+            walk: Default::default(),
+            known: BTreeMap::new(),
+        }
+    }
+}
+
+impl<S: Surveyed> Survey<S> {
+    /// The same survey with `budget` per refresh.
+    ///
+    /// # Panics
+    ///
+    /// Never; a budget of 0 keys walks 1 per server, of 0 reads reads 1 name.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::Client) {
+    /// let survey = client.survey().with_budget(latchkey::inspect::Budget { keys: 100, reads: 20 });
+    /// # }
+    /// ```
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = Budget {
+            keys: budget.keys.max(1),
+            reads: budget.reads.max(1),
+        };
+        self
+    }
+
+    /// The same survey, keeping locks held by other libraries (redsync,
+    /// redis-py …) and any other string key under the prefix, which look alike
+    /// from outside. Off by default: a keyspace full of another application's
+    /// strings would take every read.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::Client) {
+    /// let survey = client.survey().with_foreign(true);
+    /// # }
+    /// ```
+    pub fn with_foreign(mut self, foreign: bool) -> Self {
+        self.foreign = foreign;
+        self
+    }
+
+    /// The budget of each refresh.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::Client) {
+    /// assert_eq!(client.survey().budget(), latchkey::inspect::Budget::default());
+    /// # }
+    /// ```
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    /// Walks the next stretch of the keyspace and reads the names found, within
+    /// the budget.
+    ///
+    /// # Errors
+    ///
+    /// The errors a reply can carry (a quorum fails only when fewer than a
+    /// majority of its masters answer the walk). The survey keeps what it knew
+    /// and the next refresh carries on.
+    ///
+    /// # Cancel safety
+    ///
+    /// It only reads. Dropping the future may skip a stretch of the walk.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let mut survey = client.survey();
+    /// let done = survey.refresh().await?;
+    /// assert!(done.names_read <= survey.budget().reads);
+    /// # Ok(()) }
+    /// ```
+    pub async fn refresh(&mut self) -> Result<Refreshed> {
+        let store = self.client.store().clone();
+        let (keys, scans, walk_completed) =
+            store.next_keys(&mut self.walk, self.budget.keys).await?;
+        let keys_walked = keys.len();
+        for key in keys {
+            self.found(&key);
+        }
+        let due = self.due();
+        let names_waiting = self.known.len().saturating_sub(due.len());
+        for full in &due {
+            self.read(&store, full).await?;
+        }
+        Ok(Refreshed {
+            scans,
+            keys_walked,
+            names_read: due.len(),
+            names_waiting,
+            walk_completed,
+        })
+    }
+
+    /// What the survey knows: every name in use when last read, sorted by name
+    /// (a name with several primitives, e.g. a lock and a rate limit, once each).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
+    /// let mut survey = client.survey();
+    /// survey.refresh().await?;
+    /// for seen in survey.sightings() {
+    ///     println!("{}: {}", seen.name, seen.primitive.kind());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn sightings(&self) -> impl Iterator<Item = Sighting> + '_ {
+        let prefix = self.client.prefix().as_str();
+        self.known.iter().flat_map(move |(full, known)| {
+            let name = full.strip_prefix(prefix).unwrap_or(full);
+            let (read_at, found) = match &known.read {
+                Some((at, found)) => (*at, found.as_slice()),
+                None => (Instant::now(), &[][..]),
+            };
+            found.iter().map(move |primitive| Sighting {
+                name: name.to_owned(),
+                primitive: primitive.clone(),
+                held_since: known.since(primitive),
+                read_at,
+            })
+        })
+    }
+
+    /// Notes the name `key` may serve, if it is under the prefix.
+    fn found(&mut self, key: &str) {
+        let Some(full) = names::name_of(key) else {
+            return;
+        };
+        if !full.starts_with(self.client.prefix().as_str()) || self.known.contains_key(full) {
+            return;
+        }
+        let known = Known {
+            read: None,
+            held_since: Vec::new(),
+        };
+        self.known.insert(full.to_owned(), known);
+    }
+
+    /// The names to read now: never read first, then the longest unread.
+    fn due(&self) -> Vec<String> {
+        let mut order: Vec<(Option<Instant>, &String)> = self
+            .known
+            .iter()
+            .map(|(full, known)| (known.read.as_ref().map(|(at, _)| *at), full))
+            .collect();
+        order.sort();
+        order
+            .into_iter()
+            .take(self.budget.reads)
+            .map(|(_, full)| full.clone())
+            .collect()
+    }
+
+    /// Reads one name, and forgets it if nothing of it is in use (or it is not a
+    /// valid name, or its key is another application's).
+    async fn read(&mut self, store: &S, full: &str) -> Result<()> {
+        let prefix = self.client.prefix().as_str();
+        let name = full.strip_prefix(prefix).unwrap_or(full);
+        let Ok(key) = LockKey::new(self.client.prefix(), name) else {
+            self.known.remove(full);
+            return Ok(());
+        };
+        let found = match store.read_name(&key).await {
+            Ok(found) => found,
+            Err(Error::WrongType { .. }) => Vec::new(),
+            Err(error) => return Err(error),
+        };
+        let foreign = self.foreign;
+        let found: Vec<Primitive> = found
+            .into_iter()
+            .filter(|p| p.in_use() && (foreign || !is_foreign(p)))
+            .collect();
+        if found.is_empty() {
+            self.known.remove(full);
+            return Ok(());
+        }
+        if let Some(known) = self.known.get_mut(full) {
+            known.saw(found);
+        }
+        Ok(())
+    }
+}
+
+impl Known {
+    /// Records a read, keeping the first sighting of each hold still there.
+    fn saw(&mut self, found: Vec<Primitive>) {
+        let now = Instant::now();
+        let holds: Vec<String> = found.iter().filter_map(hold_of).collect();
+        self.held_since.retain(|(hold, _)| holds.contains(hold));
+        for hold in holds {
+            if !self.held_since.iter().any(|(h, _)| *h == hold) {
+                self.held_since.push((hold, now));
+            }
+        }
+        self.read = Some((now, found));
+    }
+
+    fn since(&self, primitive: &Primitive) -> Option<Instant> {
+        let hold = hold_of(primitive)?;
+        self.held_since
+            .iter()
+            .find(|(h, _)| *h == hold)
+            .map(|(_, since)| *since)
+    }
+}
+
+/// Whether `primitive` is a lock held by something other than latchkey.
+fn is_foreign(primitive: &Primitive) -> bool {
+    matches!(primitive, Primitive::Lock(status) if status.is_held() && !status.is_held_by_latchkey())
+}
+
+/// What identifies a hold across reads: a lock's holder; for permits, the kind
+/// alone (held at all); `None` when nothing is held.
+fn hold_of(primitive: &Primitive) -> Option<String> {
+    if !primitive.is_held() {
+        return None;
+    }
+    match primitive {
+        Primitive::Lock(status) => status.holder.clone().map(|h| format!("lock {h}")),
+        other => Some(other.kind().to_string()),
+    }
+}
