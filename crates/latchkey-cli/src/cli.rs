@@ -120,6 +120,18 @@ pub enum Command {
         #[command(subcommand)]
         command: RwCommand,
     },
+    /// A live view of the deployment, like top(1): locks held (holder masked, age,
+    /// lease left, fence, waiters), semaphores and read-write locks (permits used,
+    /// waiters), rate limits; sorted and filtered as you type. Each refresh walks a
+    /// bounded stretch of the keyspace (SCAN COUNT --scan-count) and reads at most
+    /// --reads names.
+    #[cfg(feature = "top")]
+    Top(TopArgs),
+    /// Serve the deployment's state as Prometheus metrics on http://ADDR/metrics
+    /// (locks held, oldest hold, waiters, semaphore use, rate-limit keys), in the
+    /// style of redis_exporter: each scrape is one bounded refresh.
+    #[cfg(feature = "exporter")]
+    Exporter(ExporterArgs),
     /// Run a scenario from the blog posts latchkey grew from, for real, against Redis.
     #[cfg(feature = "demo")]
     Demo(DemoArgs),
@@ -394,6 +406,63 @@ pub struct ListArgs {
     /// Print the result as one line of JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// What `top` and `exporter` ask of Redis per refresh.
+#[cfg(any(feature = "top", feature = "exporter"))]
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Keys walked per refresh and server: the COUNT of one SCAN (on a cluster one
+    /// per primary, on a quorum one per master). A larger keyspace is covered over
+    /// several refreshes.
+    #[arg(long, value_name = "KEYS", default_value_t = 500)]
+    pub scan_count: u64,
+
+    /// Names read per refresh, at most (one script call each, reading that name's
+    /// keys). Keep it at least --scan-count: every string key found is read once.
+    #[arg(long, value_name = "NAMES", default_value_t = 500)]
+    pub reads: usize,
+
+    /// Also show string keys a latchkey client does not hold: other libraries'
+    /// locks (redis-py, redsync …), and any other string key under the prefix.
+    #[arg(long)]
+    pub foreign: bool,
+}
+
+#[cfg(feature = "top")]
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    #[command(flatten)]
+    pub watch: WatchArgs,
+
+    /// Time between refreshes.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub interval: Duration,
+
+    /// Show only names containing this text (type / in the view to change it).
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub filter: String,
+
+    /// Sort by: age (oldest hold first), name, waiters (most first), left (least
+    /// lease left first), kind. Press s in the view to cycle.
+    #[arg(long, default_value = "age", value_parser = ["age", "name", "waiters", "left", "kind"])]
+    pub sort: String,
+}
+
+#[cfg(feature = "exporter")]
+#[derive(Debug, Args)]
+pub struct ExporterArgs {
+    #[command(flatten)]
+    pub watch: WatchArgs,
+
+    /// Address to serve http://ADDR/metrics on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9650")]
+    pub listen: std::net::SocketAddr,
+
+    /// Names exported with a series of their own, at most (the oldest holds and
+    /// longest lines first); the rest count only in the deployment's totals.
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    pub max_names: usize,
 }
 
 #[derive(Debug, Args)]

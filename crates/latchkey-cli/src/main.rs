@@ -16,6 +16,8 @@ mod latch;
 mod output;
 mod run;
 mod throttle;
+#[cfg(any(feature = "top", feature = "exporter"))]
+mod watch;
 
 use std::process::ExitCode;
 
@@ -67,6 +69,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Rw {
             command: RwCommand::Run(args),
         } => run::rw_run(global, args).await,
+        #[cfg(feature = "top")]
+        Command::Top(args) => watch::top::top(global, args).await,
+        #[cfg(feature = "exporter")]
+        Command::Exporter(args) => watch::exporter::serve(global, args).await,
         #[cfg(feature = "demo")]
         Command::Demo(args) => {
             let url = connect::single_url(global)?;

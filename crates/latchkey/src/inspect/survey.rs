@@ -17,7 +17,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::quorum::QuorumStore;
-use crate::store::{Inspect, KeyWalk, RedisStore};
+use crate::store::{Inspect, KeyWalk, LockStore, RedisStore};
 
 /// How much one [`Survey::refresh`] may ask of Redis.
 ///
@@ -115,7 +115,7 @@ pub struct Refreshed {
 
 /// A deployment that a [`Survey`] can walk and read. Sealed: implemented for
 /// [`RedisStore`] (one server, Sentinel, Cluster) and [`QuorumStore`].
-pub trait Surveyed: sealed::Sealed + Clone + Send + Sync + 'static {}
+pub trait Surveyed: sealed::Sealed + LockStore + Clone + Send + Sync + 'static {}
 
 mod sealed {
     use super::*;
@@ -298,6 +298,18 @@ impl<S: Surveyed> Survey<S> {
     pub fn with_foreign(mut self, foreign: bool) -> Self {
         self.foreign = foreign;
         self
+    }
+
+    /// The kind of deployment surveyed, as the [metrics](crate::metrics) label it:
+    /// `single`, `sentinel`, `cluster` or `quorum`.
+    ///
+    /// ```no_run
+    /// # fn demo(client: latchkey::Client) {
+    /// println!("{}", client.survey().deployment());
+    /// # }
+    /// ```
+    pub fn deployment(&self) -> &'static str {
+        self.client.store().deployment()
     }
 
     /// The budget of each refresh.
