@@ -436,6 +436,38 @@ async fn list_all_finds_semaphores_and_rate_limits_on_every_primary() {
     assert_eq!(listed, expected);
 }
 
+/// A survey walks every primary, one SCAN each per refresh, and finds what is
+/// held on each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_survey_walks_every_primary() {
+    let cluster = RedisCluster::start().unwrap();
+    let client = client(&cluster).await;
+    let names = names_on_every_primary(&cluster);
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.mutex(name).unwrap().lock().await.unwrap());
+    }
+    let pool = client.semaphore("pool", 2).unwrap();
+    let _permit = pool.acquire(1).await.unwrap();
+    let mut survey = client.survey();
+    let done = survey.refresh().await.unwrap();
+    assert!(done.walk_completed, "{done:?}");
+    assert_eq!(done.scans, 3, "one SCAN per primary: {done:?}");
+    let mut seen: Vec<(String, latchkey::Kind)> = survey
+        .sightings()
+        .map(|s| (s.name, s.primitive.kind()))
+        .collect();
+    seen.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut expected: Vec<_> = names
+        .iter()
+        .map(|name| (name.clone(), latchkey::Kind::Lock))
+        .chain([("pool".to_owned(), latchkey::Kind::Semaphore)])
+        .collect();
+    expected.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(seen, expected);
+    assert_eq!(survey.deployment(), "cluster");
+}
+
 /// While a lock's slot moves to another primary (its keys one `MIGRATE` at a time,
 /// as `redis-cli --cluster reshard` does), a script on its keys meets `ASK` and
 /// `TRYAGAIN`. `try_lock` and `release` must ride them out: only "busy" or "ours"

@@ -147,9 +147,7 @@ impl sealed::Sealed for RedisStore {
         walk: &mut KeyWalk,
         count: u64,
     ) -> Result<(Vec<String>, usize, bool)> {
-        let servers = walk.servers().max(1);
-        let (keys, done) = self.scan_step(walk, count).await?;
-        Ok((keys, servers, done))
+        self.scan_step(walk, count).await
     }
 
     async fn read_name(&self, key: &LockKey) -> Result<Vec<Primitive>> {
@@ -176,12 +174,13 @@ impl sealed::Sealed for QuorumStore {
             .zip(walks.iter_mut())
             .map(|(node, walk)| node.scan_step(walk, count));
         let mut keys = Vec::new();
-        let (mut answered, mut done, mut last_error) = (0, false, None);
+        let (mut answered, mut scans, mut done, mut last_error) = (0, 0, false, None);
         for step in futures_util::future::join_all(steps).await {
             match step {
-                Ok((batch, finished)) => {
+                Ok((batch, sent, finished)) => {
                     keys.extend(batch);
                     answered += 1;
+                    scans += sent;
                     done |= finished;
                 }
                 Err(error) => last_error = Some(error),
@@ -189,7 +188,7 @@ impl sealed::Sealed for QuorumStore {
         }
         match (answered < nodes.len() / 2 + 1, last_error) {
             (true, Some(error)) => Err(error),
-            _ => Ok((keys, nodes.len(), done)),
+            _ => Ok((keys, scans, done)),
         }
     }
 

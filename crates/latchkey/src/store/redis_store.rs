@@ -949,13 +949,14 @@ impl RedisStore {
 
     /// The next batch of a walk over every key (on a cluster, over every primary's),
     /// about `count` keys walked per server: one `SCAN` each, resumed from `walk`.
-    /// Returns the keys and whether the walk came round to its start (the next call
-    /// begins again, on a cluster with the primaries it has then).
+    /// Returns the keys, how many `SCAN`s it sent, and whether the walk came round
+    /// to its start (the next call begins again, on a cluster with the primaries
+    /// it has then).
     pub(crate) async fn scan_step(
         &self,
         walk: &mut KeyWalk,
         count: u64,
-    ) -> Result<(Vec<String>, bool)> {
+    ) -> Result<(Vec<String>, usize, bool)> {
         let mut conn = self.conn.clone();
         if walk.servers.is_empty() {
             walk.servers = match self.conn.is_cluster() {
@@ -976,8 +977,9 @@ impl RedisStore {
             keys.extend(batch);
             *cursor = next;
         }
+        let scans = walk.servers.len();
         walk.servers.retain(|(_, cursor)| *cursor != 0);
-        Ok((keys, walk.servers.is_empty()))
+        Ok((keys, scans, walk.servers.is_empty()))
     }
 }
 
@@ -986,13 +988,6 @@ impl RedisStore {
 #[derive(Clone, Debug, Default)]
 pub struct KeyWalk {
     servers: Vec<(Option<(String, u16)>, u64)>,
-}
-
-impl KeyWalk {
-    /// How many servers the walk has yet to finish (0 before it starts).
-    pub(crate) fn servers(&self) -> usize {
-        self.servers.len()
-    }
 }
 
 fn scan_command(cursor: u64, pattern: Option<&str>, ty: Option<&str>, count: u64) -> redis::Cmd {
