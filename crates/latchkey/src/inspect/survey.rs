@@ -17,7 +17,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::quorum::QuorumStore;
-use crate::store::{Inspect, KeyWalk, LockStore, RedisStore};
+use crate::store::{Inspect, KeyWalk, RedisStore};
 
 /// How much one [`Survey::refresh`] may ask of Redis.
 ///
@@ -115,7 +115,7 @@ pub struct Refreshed {
 
 /// A deployment that a [`Survey`] can walk and read. Sealed: implemented for
 /// [`RedisStore`] (one server, Sentinel, Cluster) and [`QuorumStore`].
-pub trait Surveyed: sealed::Sealed + LockStore + Clone + Send + Sync + 'static {}
+pub trait Surveyed: sealed::Sealed + Inspect + Clone + Send + Sync + 'static {}
 
 mod sealed {
     use super::*;
@@ -193,13 +193,19 @@ impl sealed::Sealed for QuorumStore {
     }
 
     async fn read_name(&self, key: &LockKey) -> Result<Vec<Primitive>> {
-        let status = self.inspect(key).await?;
-        let in_use = status.is_held() || status.waiters > 0;
-        Ok(in_use
-            .then_some(Primitive::Lock(status))
-            .into_iter()
-            .collect())
+        lock_in_use(self, key).await
     }
+}
+
+/// The lock under `key`, if held or waited for: all a name whose only key is its
+/// lock key can be (about a third of the cost of reading a name whole).
+async fn lock_in_use<S: Inspect>(store: &S, key: &LockKey) -> Result<Vec<Primitive>> {
+    let status = store.inspect(key).await?;
+    let in_use = status.is_held() || status.waiters > 0;
+    Ok(in_use
+        .then_some(Primitive::Lock(status))
+        .into_iter()
+        .collect())
 }
 
 /// A deployment's latchkey state, refreshed in bounded steps: the names in use
@@ -236,6 +242,9 @@ pub struct Survey<S: Surveyed = RedisStore> {
 
 /// A name the walk found: what it held when last read, if it was read.
 struct Known {
+    /// Found by a companion key: read whole. Found only by its own key, it can
+    /// only be a lock (or not latchkey's at all), and only that is read.
+    whole: bool,
     read: Option<(Instant, Vec<Primitive>)>,
     /// When each of its primitives was first seen held as it is now, by the
     /// identity of that hold (see [`hold_of`]).
@@ -398,14 +407,21 @@ impl<S: Surveyed> Survey<S> {
         let Some(full) = names::name_of(key) else {
             return;
         };
-        if !full.starts_with(self.client.prefix().as_str()) || self.known.contains_key(full) {
+        if !full.starts_with(self.client.prefix().as_str()) {
             return;
         }
-        let known = Known {
-            read: None,
-            held_since: Vec::new(),
-        };
-        self.known.insert(full.to_owned(), known);
+        let whole = full != key;
+        match self.known.get_mut(full) {
+            Some(known) => known.whole |= whole,
+            None => {
+                let known = Known {
+                    whole,
+                    read: None,
+                    held_since: Vec::new(),
+                };
+                self.known.insert(full.to_owned(), known);
+            }
+        }
     }
 
     /// The names to read now: never read first, then the longest unread.
@@ -432,7 +448,12 @@ impl<S: Surveyed> Survey<S> {
             self.known.remove(full);
             return Ok(());
         };
-        let found = match store.read_name(&key).await {
+        let whole = self.known.get(full).is_some_and(|known| known.whole);
+        let read = match whole {
+            true => store.read_name(&key).await,
+            false => lock_in_use(store, &key).await,
+        };
+        let found = match read {
             Ok(found) => found,
             Err(Error::WrongType { .. }) => Vec::new(),
             Err(error) => return Err(error),
