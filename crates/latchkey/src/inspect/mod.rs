@@ -1,5 +1,7 @@
 //! Looking at everything latchkey keeps under a name, and breaking it: what
 //! `latchkey status`, `list` and `release --force` show and do, for every primitive.
+//! A [`Survey`] keeps a whole deployment's state up to date in bounded steps, for
+//! `latchkey top` and `latchkey exporter`.
 //!
 //! ```no_run
 //! # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
