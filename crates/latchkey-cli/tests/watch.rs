@@ -50,6 +50,25 @@ fn eventually<T>(mut check: impl FnMut() -> (bool, T)) -> (bool, T) {
     }
 }
 
+/// `deploy:prod` held (its hold token returned), a waiter in line behind it, and
+/// a semaphore `pool` of 3 with a permit out; the processes that wait and hold.
+fn busy(server: &RedisServer) -> (String, [common::Running; 2]) {
+    let deploy = acquire(server, "deploy:prod");
+    let waiter = [
+        "run",
+        "deploy:prod",
+        "--fair",
+        "--wait",
+        "60s",
+        "--",
+        "true",
+    ];
+    let pool = ["sem", "run", "pool", "--permits", "3", "--", "sleep", "60"];
+    let others = [waiter.as_slice(), pool.as_slice()]
+        .map(|args| common::latchkey(&server.url(), args).spawn_running());
+    (deploy, others)
+}
+
 /// A tmux server of the test's own (its own socket), killed when dropped.
 struct Tmux {
     socket: String,
@@ -140,26 +159,7 @@ fn row<'s>(screen: &'s str, name: &str) -> &'s str {
 #[test]
 fn top_shows_holds_as_they_come_and_go_and_quits_cleanly() {
     let server = RedisServer::start().unwrap();
-    let deploy = acquire(&server, "deploy:prod");
-    // A waiter in line behind it, and a semaphore with a permit out.
-    let _waiter = common::latchkey(
-        &server.url(),
-        &[
-            "run",
-            "deploy:prod",
-            "--fair",
-            "--wait",
-            "60s",
-            "--",
-            "true",
-        ],
-    )
-    .spawn_running();
-    let _pool = common::latchkey(
-        &server.url(),
-        &["sem", "run", "pool", "--permits", "3", "--", "sleep", "60"],
-    )
-    .spawn_running();
+    let (deploy, _others) = busy(&server);
     let socket = format!("latchkey-top-{}", std::process::id());
     let command = format!(
         "{} --redis {} top --interval 200ms",
@@ -250,25 +250,7 @@ fn sample(body: &str, series: &str) -> Option<f64> {
 #[test]
 fn the_exporter_serves_the_deployment_s_state_to_a_scrape() {
     let server = RedisServer::start().unwrap();
-    let deploy = acquire(&server, "deploy:prod");
-    let _waiter = common::latchkey(
-        &server.url(),
-        &[
-            "run",
-            "deploy:prod",
-            "--fair",
-            "--wait",
-            "60s",
-            "--",
-            "true",
-        ],
-    )
-    .spawn_running();
-    let _pool = common::latchkey(
-        &server.url(),
-        &["sem", "run", "pool", "--permits", "3", "--", "sleep", "60"],
-    )
-    .spawn_running();
+    let (deploy, _others) = busy(&server);
     let throttled = common::latchkey(
         &server.url(),
         &["throttle", "sms:+1555", "--limit", "5", "--per", "1m"],
