@@ -443,9 +443,10 @@ pub struct TopArgs {
     #[arg(long, value_name = "TEXT", default_value = "")]
     pub filter: String,
 
-    /// Sort by: age (oldest hold first), name, waiters (most first), left (least
+    /// Sort by: age (oldest hold first), name, waiters (most first), used (most
+    /// permits or rate-limit units used first: nearest their limit), left (least
     /// lease left first), kind. Press s in the view to cycle.
-    #[arg(long, default_value = "age", value_parser = ["age", "name", "waiters", "left", "kind"])]
+    #[arg(long, default_value = "age", value_parser = ["age", "name", "waiters", "used", "left", "kind"])]
     pub sort: String,
 }
 

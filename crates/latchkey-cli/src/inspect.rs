@@ -44,6 +44,10 @@ enum What {
         held: bool,
         algorithm: String,
         resets_in_ms: Option<u64>,
+        /// Cost units counted now (fixed, sliding, cooldown); null for GCRA.
+        used: Option<u64>,
+        /// GCRA: how far ahead of the clock its state is (0: full capacity).
+        ahead_ms: Option<u64>,
     },
 }
 
@@ -79,6 +83,8 @@ impl View {
                 held: false,
                 algorithm: status.algorithm.clone(),
                 resets_in_ms: status.resets_in.map(output::millis),
+                used: status.used,
+                ahead_ms: status.ahead.map(output::millis),
             },
             _ => return None,
         };
@@ -109,12 +115,22 @@ impl View {
             What::RateLimit {
                 algorithm,
                 resets_in_ms,
+                used,
+                ahead_ms,
                 ..
             } => {
                 let full = resets_in_ms.map_or("kept without expiry".to_owned(), |ms| {
                     format!("full again in {}", output::human_ms(ms))
                 });
-                (format!("{name}: rate limit ({algorithm}), {full}"), None)
+                let used = match (used, ahead_ms) {
+                    (Some(used), _) => format!("{used} used, "),
+                    (None, Some(ms)) => format!("{} ahead, ", output::human_ms(*ms)),
+                    (None, None) => String::new(),
+                };
+                (
+                    format!("{name}: rate limit ({algorithm}), {used}{full}"),
+                    None,
+                )
             }
         };
         let Some(permits) = holders.filter(|_| details) else {

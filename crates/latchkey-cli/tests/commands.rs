@@ -811,7 +811,7 @@ fn a_rate_limit_and_a_lock_of_the_same_name_do_not_collide() {
     let status = output(&server, &["status", "deploy"]);
     assert_eq!(status.status.code(), Some(1));
     assert!(
-        stdout(&status).starts_with("deploy: rate limit (fixed), full again in"),
+        stdout(&status).starts_with("deploy: rate limit (fixed), 1 used, full again in"),
         "{}",
         stdout(&status)
     );

@@ -395,3 +395,59 @@ async fn acquire_waits_until_the_limit_allows_the_call() {
         started.elapsed()
     );
 }
+
+/// `inspect` shows what each algorithm has counted: a window's units, a cooldown's
+/// one call, a GCRA limit's state ahead of the clock (one emission interval per
+/// call here: 100 ms each).
+#[tokio::test]
+async fn inspect_shows_what_each_algorithm_has_used() {
+    use latchkey::inspect::Primitive;
+    let (_server, client) = common::start().await;
+    let policies = [
+        (
+            "fixed",
+            Policy::fixed_window(5, Duration::from_secs(60)).unwrap(),
+            3,
+        ),
+        (
+            "sliding",
+            Policy::sliding_window(5, Duration::from_secs(60)).unwrap(),
+            2,
+        ),
+        (
+            "cooldown",
+            Policy::cooldown(Duration::from_secs(60)).unwrap(),
+            1,
+        ),
+        (
+            "gcra",
+            Policy::gcra(10, Duration::from_secs(1), 4).unwrap(),
+            3,
+        ),
+    ];
+    for (name, policy, calls) in &policies {
+        for _ in 0..*calls {
+            assert!(decide(&client, name, policy, 1).await.allowed);
+        }
+    }
+    let used = |name: &'static str| {
+        let client = client.clone();
+        async move {
+            let found = client.inspect(name).await.unwrap();
+            match &found[..] {
+                [Primitive::RateLimit(status)] => (status.used, status.ahead),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+    };
+    assert_eq!(used("fixed").await, (Some(3), None));
+    assert_eq!(used("sliding").await, (Some(2), None));
+    assert_eq!(used("cooldown").await, (Some(1), None));
+    let (none, ahead) = used("gcra").await;
+    assert_eq!(none, None);
+    let ahead = ahead.expect("a GCRA limit's state is ahead of the clock");
+    assert!(
+        ahead > Duration::from_millis(200) && ahead <= Duration::from_millis(300),
+        "{ahead:?}"
+    );
+}

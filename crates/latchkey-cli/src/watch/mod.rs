@@ -93,6 +93,10 @@ pub struct Row {
     pub waiters: u64,
     /// A rate limit's algorithm.
     pub algorithm: Option<String>,
+    /// A rate limit's cost units counted now (fixed, sliding, cooldown).
+    pub used: Option<u64>,
+    /// A GCRA limit's state ahead of the clock (0: full capacity).
+    pub ahead: Option<Duration>,
     /// When this state was read.
     pub read_at: Instant,
 }
@@ -109,6 +113,8 @@ impl Row {
             permits: None,
             waiters: 0,
             algorithm: None,
+            used: None,
+            ahead: None,
             read_at: seen.read_at,
         };
         match &seen.primitive {
@@ -137,6 +143,8 @@ impl Row {
             Primitive::RateLimit(status) => {
                 row.algorithm = Some(status.algorithm.clone());
                 row.left = status.resets_in;
+                row.used = status.used;
+                row.ahead = status.ahead;
             }
             _ => {}
         }
@@ -148,6 +156,18 @@ impl Row {
         self.left = status.ttl;
         self.fence = status.fence;
         self.waiters = status.waiters;
+    }
+
+    /// How close to its limit it is, for sorting: permits held, a rate limit's
+    /// units used (a GCRA limit's time ahead, in ms).
+    pub fn load(&self) -> u64 {
+        let ahead = self
+            .ahead
+            .map(|a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX));
+        self.used
+            .or(ahead)
+            .or(self.permits.map(|(used, _)| used))
+            .unwrap_or(0)
     }
 
     /// Whether someone holds it now.

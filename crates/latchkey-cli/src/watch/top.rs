@@ -28,12 +28,20 @@ enum Sort {
     Age,
     Name,
     Waiters,
+    Used,
     Left,
     Kind,
 }
 
 impl Sort {
-    const ALL: [Sort; 5] = [Sort::Age, Sort::Name, Sort::Waiters, Sort::Left, Sort::Kind];
+    const ALL: [Sort; 6] = [
+        Sort::Age,
+        Sort::Name,
+        Sort::Waiters,
+        Sort::Used,
+        Sort::Left,
+        Sort::Kind,
+    ];
 
     fn parse(text: &str) -> Sort {
         Sort::ALL
@@ -47,6 +55,7 @@ impl Sort {
             Sort::Age => "age",
             Sort::Name => "name",
             Sort::Waiters => "waiters",
+            Sort::Used => "used",
             Sort::Left => "left",
             Sort::Kind => "kind",
         }
@@ -62,6 +71,7 @@ impl Sort {
         match self {
             Sort::Age => rows.sort_by(|a, b| b.held_for.cmp(&a.held_for).then(by_name(a, b))),
             Sort::Name => rows.sort_by(by_name),
+            Sort::Used => rows.sort_by(|a, b| b.load().cmp(&a.load()).then(by_name(a, b))),
             Sort::Waiters => rows.sort_by(|a, b| b.waiters.cmp(&a.waiters).then(by_name(a, b))),
             Sort::Left => rows.sort_by(|a, b| {
                 let left = |r: &Row| r.left.unwrap_or(Duration::MAX);
@@ -348,14 +358,23 @@ fn table_row(row: &Row) -> TableRow<'static> {
         (None, Some(algorithm)) => algorithm.clone(),
         (None, None) => "free".to_owned(),
     };
+    // A rate limit's use shows where a semaphore's permits do.
+    let used = match (row.used, row.ahead) {
+        (Some(used), _) => Some(format!("{used} used")),
+        (None, Some(ahead)) => Some(format!("+{}", short(ahead))),
+        (None, None) => None,
+    };
     let age = match row.is_held() {
         true => short(row.held_for),
         false => dash(),
     };
-    let permits = row.permits.map_or_else(dash, |(used, all)| match all {
-        Some(all) => format!("{used}/{all}"),
-        None => used.to_string(),
-    });
+    let permits = row.permits.map_or_else(
+        || used.unwrap_or_else(dash),
+        |(used, all)| match all {
+            Some(all) => format!("{used}/{all}"),
+            None => used.to_string(),
+        },
+    );
     TableRow::new([
         kind.to_owned(),
         row.name.clone(),

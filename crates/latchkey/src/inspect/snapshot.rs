@@ -14,13 +14,13 @@ use crate::store::{LockReply, LockStatus, RedisStore};
 /// fixed window, cooldown, sliding window (log, tally), GCRA.
 const RATE_COMPANIONS: [&str; 5] = ["rate", "cooldown", "log", "tally", "gcra"];
 
-/// `status.lua`'s reply: lock, semaphore, read-write lock, and `(algorithm, pttl)`
-/// for each rate limiter's state.
+/// `status.lua`'s reply: lock, semaphore, read-write lock, and `(algorithm, pttl,
+/// used)` for each rate limiter's state.
 type StatusReply = (
     Option<LockReply>,
     Option<PermitsReply>,
     Option<PermitsReply>,
-    Vec<(String, i64)>,
+    Vec<(String, i64, i64)>,
 );
 
 /// Everything under the plain (lock) key `key`, as primitives; a lock only when
@@ -46,10 +46,14 @@ pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primit
     let found = lock.map(Primitive::Lock).into_iter();
     let semaphore = semaphore.map(|s| Primitive::Semaphore(SemaphoreStatus::from_reply(s)));
     let rw_lock = rw_lock.map(|s| Primitive::RwLock(SemaphoreStatus::from_reply(s)));
-    let rates = rates.into_iter().map(|(algorithm, pttl)| {
+    let rates = rates.into_iter().map(|(algorithm, pttl, used)| {
+        let used = u64::try_from(used).ok();
+        let gcra = algorithm == "gcra";
         Primitive::RateLimit(RateLimitStatus {
-            algorithm,
             resets_in: u64::try_from(pttl).ok().map(Duration::from_millis),
+            used: used.filter(|_| !gcra),
+            ahead: used.filter(|_| gcra).map(Duration::from_micros),
+            algorithm,
         })
     });
     Ok(found.chain(semaphore).chain(rw_lock).chain(rates).collect())

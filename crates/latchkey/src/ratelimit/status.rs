@@ -9,7 +9,7 @@ use std::time::Duration;
 ///
 /// ```
 /// # fn show(status: &latchkey::ratelimit::RateLimitStatus) {
-/// println!("{} window, full again in {:?}", status.algorithm, status.resets_in);
+/// println!("{} window, {:?} used, full again in {:?}", status.algorithm, status.used, status.resets_in);
 /// # }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,4 +21,13 @@ pub struct RateLimitStatus {
     /// When the state expires, which is when the limit is full again; `None` if it
     /// has no expiry (something else wrote the key).
     pub resets_in: Option<Duration>,
+    /// Cost units counted against the limit now: a fixed window's count, the
+    /// sliding window's log, 1 during a cooldown; `None` for GCRA (see
+    /// [`ahead`](Self::ahead)) or a key something else wrote. The limit itself is
+    /// the callers' policy, not stored: compare with what they pass.
+    pub used: Option<u64>,
+    /// GCRA only: how far its theoretical arrival time is ahead of the server's
+    /// clock. Zero is full capacity; a call is denied once this would pass the
+    /// policy's tolerance (the period × burst).
+    pub ahead: Option<Duration>,
 }

@@ -15,10 +15,13 @@
 --                type (another application's data, not a lock);
 --   semaphore,   permits_status (look/permits.lua), or false (also when a key of it
 --   rw lock      holds another type: one foreign key hides one primitive, not the name)
---   rate limits  {algorithm, ms until its state expires, …} for each algorithm
---                with state (switching algorithms leaves the old state to expire).
+--   rate limits  {algorithm, ms until its state expires, used, …} for each
+--                algorithm with state (switching algorithms leaves the old state to
+--                expire). `used`: cost units counted now (a fixed window's count,
+--                the sliding log's total, 1 in a cooldown), or for GCRA how far
+--                its TAT is ahead of the server clock, in µs; -1 if unreadable.
 
-local _, now = server_time()
+local now_us, now = server_time()
 local limit = tonumber(ARGV[1])
 
 -- The primitive `read` returns, or false if one of its keys holds another type.
@@ -33,14 +36,28 @@ if lock_type == 'string' or lock_type == 'none' then
   lock = unless_foreign(lock_status, KEYS[1], KEYS[2], KEYS[3])
 end
 
+-- What each algorithm's state says is used now (see above); pcall: a key another
+-- application overwrote reads as -1, not as an error for the whole name.
+local used_by = {
+  fixed = function(key) return tonumber(redis.call('GET', key)) end,
+  cooldown = function() return 1 end,
+  sliding = function() return tonumber(redis.call('HGET', KEYS[15], 'total')) end,
+  gcra = function(key)
+    return math.max(0, (tonumber(redis.call('GET', key)) or now_us) - now_us)
+  end,
+}
+
 local rates = {}
 local algorithms = {'fixed', 'cooldown', 'sliding', 'sliding', 'gcra'}
 for i, algorithm in ipairs(algorithms) do
-  local pttl = redis.call('PTTL', KEYS[11 + i])
+  local key = KEYS[11 + i]
+  local pttl = redis.call('PTTL', key)
   -- The sliding window's log and tally count once.
-  if pttl ~= -2 and rates[#rates - 1] ~= algorithm then
+  if pttl ~= -2 and rates[#rates - 2] ~= algorithm then
+    local ok, used = pcall(used_by[algorithm], key)
     rates[#rates + 1] = algorithm
     rates[#rates + 1] = pttl
+    rates[#rates + 1] = (ok and used) or -1
   end
 end
 
