@@ -262,10 +262,12 @@ fn the_exporter_serves_the_deployment_s_state_to_a_scrape() {
     let mut exporter = common::latchkey(&server.url(), &["exporter", "--listen", "127.0.0.1:0"])
         .stderr(Stdio::piped())
         .spawn_running();
-    let mut banner = String::new();
-    BufReader::new(exporter.stderr.take().unwrap())
-        .read_line(&mut banner)
-        .unwrap();
+    // The line that gives the address (whatever else it logs first).
+    let banner = BufReader::new(exporter.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .find(|line| line.contains("http://"))
+        .unwrap_or_default();
     let port: u16 = banner
         .split("http://127.0.0.1:")
         .nth(1)

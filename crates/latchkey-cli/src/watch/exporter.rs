@@ -101,7 +101,7 @@ pub async fn serve(global: &Global, args: ExporterArgs) -> Result<u8, Failure> {
 }
 
 impl Exporter {
-    async fn answer(&self, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn answer(self: &Arc<Self>, request: &Request<Incoming>) -> Response<Full<Bytes>> {
         if request.method() != Method::GET && request.method() != Method::HEAD {
             return reply(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -111,8 +111,18 @@ impl Exporter {
         }
         match request.uri().path() {
             "/metrics" => {
-                let scrape = self.scrape().await;
-                reply(StatusCode::OK, CONTENT_TYPE, self.render(&scrape))
+                // In a task of its own: a scraper that gives up mid-refresh (its
+                // timeout) must not cut the walk short for the next scrape.
+                let exporter = Arc::clone(self);
+                let scrape = tokio::spawn(async move { exporter.scrape().await }).await;
+                match scrape {
+                    Ok(scrape) => reply(StatusCode::OK, CONTENT_TYPE, self.render(&scrape)),
+                    Err(_) => reply(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "text/plain",
+                        "the refresh failed\n".to_owned(),
+                    ),
+                }
             }
             "/" => reply(
                 StatusCode::OK,

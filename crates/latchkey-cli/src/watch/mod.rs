@@ -31,6 +31,7 @@ impl AnySurvey {
         let budget = Budget {
             keys: args.scan_count,
             reads: args.reads,
+            ..Budget::default()
         };
         Ok(
             match connect::retrying(None, || connect::connect(global)).await? {

@@ -2,8 +2,9 @@
 //!
 //! The screen is ratatui's (crossterm backend): raw mode and the alternate screen
 //! while it runs, both given back on every way out (q, Ctrl-C, SIGTERM, SIGHUP, an
-//! error, a panic). Keys are read on a thread of their own and sent to the loop,
-//! which refreshes the survey every --interval and redraws on every key.
+//! error, a panic). Keys are read on a thread of their own, and the survey is
+//! refreshed every --interval in a task of its own (a key pressed mid-refresh
+//! does not cut it short); the loop redraws on either.
 
 use std::time::{Duration, Instant};
 
@@ -118,7 +119,7 @@ pub async fn top(global: &Global, args: TopArgs) -> Result<u8, Failure> {
                 .to_owned(),
         ));
     }
-    let (mut survey, node) = AnySurvey::connect(global, &args.watch).await?;
+    let (survey, node) = AnySurvey::connect(global, &args.watch).await?;
     let mut view = View {
         title: format!(
             "latchkey top: {} {node}, prefix {:?}",
@@ -134,36 +135,62 @@ pub async fn top(global: &Global, args: TopArgs) -> Result<u8, Failure> {
         last: None,
         error: None,
     };
-    let mut terminal = ratatui::try_init()
-        .map_err(|e| Failure::software(format!("cannot set up the terminal: {e}")))?;
-    let outcome = view.run(&mut terminal, &mut survey).await;
+    let terminal = ratatui::try_init();
+    let outcome = match terminal {
+        Ok(mut terminal) => {
+            view.run(&mut terminal, refreshes(survey, view.interval))
+                .await
+        }
+        Err(e) => Err(Failure::software(format!(
+            "cannot set up the terminal: {e}"
+        ))),
+    };
+    // Also after a failed set-up, which may have left raw mode on.
     ratatui::restore();
     outcome.map(|()| 0)
+}
+
+/// A refresh's outcome: when it started, how it went, and the rows after it.
+type Refresh = (Instant, latchkey::Result<Refreshed>, Vec<Row>);
+
+/// Refreshes `survey` every `interval` in a task of its own, until the receiver
+/// is dropped.
+fn refreshes(mut survey: AnySurvey, interval: Duration) -> mpsc::Receiver<Refresh> {
+    let (send, receive) = mpsc::channel(1);
+    tokio::spawn(async move {
+        loop {
+            let started = Instant::now();
+            let refreshed = survey.refresh().await;
+            if send
+                .send((started, refreshed, survey.rows()))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            tokio::time::sleep(interval).await;
+        }
+    });
+    receive
 }
 
 impl View {
     async fn run(
         &mut self,
         terminal: &mut DefaultTerminal,
-        survey: &mut AnySurvey,
+        mut refreshes: mpsc::Receiver<Refresh>,
     ) -> Result<(), Failure> {
         let mut keys = read_keys();
         let mut stop = Stop::new()?;
-        let mut due = tokio::time::Instant::now();
         loop {
             terminal
                 .draw(|frame| self.draw(frame))
                 .map_err(|e| Failure::software(format!("cannot draw: {e}")))?;
-            let refresh = async {
-                tokio::time::sleep_until(due).await;
-                let started = Instant::now();
-                (started, survey.refresh().await)
-            };
             tokio::select! {
-                (started, refreshed) = refresh => {
-                    self.refreshed(started, refreshed, survey);
-                    due = tokio::time::Instant::now() + self.interval;
-                }
+                refresh = refreshes.recv() => match refresh {
+                    Some(refresh) => self.refreshed(refresh),
+                    None => return Err(Failure::software("the refresh task ended".to_owned())),
+                },
                 input = keys.recv() => match input {
                     None => return Ok(()),
                     Some(Input::Resized) => {}
@@ -177,17 +204,12 @@ impl View {
         }
     }
 
-    fn refreshed(
-        &mut self,
-        started: Instant,
-        refreshed: latchkey::Result<Refreshed>,
-        survey: &AnySurvey,
-    ) {
+    fn refreshed(&mut self, (started, refreshed, rows): Refresh) {
         match refreshed {
             Ok(done) => {
                 self.last = Some((Instant::now(), started.elapsed(), done));
                 self.error = None;
-                self.rows = survey.rows();
+                self.rows = rows;
             }
             // Keep the last rows: a view that blanks on a blip hides what it knew.
             Err(error) => self.error = Some(error.to_string()),

@@ -4,9 +4,11 @@
 //! Each refresh walks the next stretch of the keyspace with `SCAN` (about
 //! [`Budget::keys`] keys per server, resumed where the last one stopped, so a
 //! keyspace larger than the budget is covered over several refreshes) and reads
-//! the state of at most [`Budget::reads`] names, the longest unread first. A name
-//! whose state shows nothing in use is forgotten until the walk passes its keys
-//! again.
+//! the state of at most [`Budget::reads`] names within [`Budget::time`]: the
+//! names in use, longest unread first, and the names the walk found. The walk
+//! waits while more names than one refresh reads are waiting, so memory stays
+//! bounded and every key found is read. A name whose state shows nothing in use
+//! is forgotten until the walk passes its keys again.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -14,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::{Primitive, names, snapshot};
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::key::LockKey;
 use crate::quorum::QuorumStore;
 use crate::store::{Inspect, KeyWalk, RedisStore};
@@ -22,7 +24,8 @@ use crate::store::{Inspect, KeyWalk, RedisStore};
 /// How much one [`Survey::refresh`] may ask of Redis.
 ///
 /// ```
-/// let budget = latchkey::inspect::Budget { keys: 200, reads: 200 };
+/// use std::time::Duration;
+/// let budget = latchkey::inspect::Budget { keys: 200, reads: 200, time: Duration::from_secs(1) };
 /// assert!(budget.keys < latchkey::inspect::Budget::default().keys);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,19 +34,24 @@ pub struct Budget {
     /// cluster, one per primary; on a quorum, one per master). Redis walks about
     /// this many keys, whatever they are.
     pub keys: u64,
-    /// Names whose state is read per refresh: one script call each, reading a
-    /// name's keys (about 15) and nothing else. Every key the walk finds is read
-    /// once (a string may be a lock), so keep this at least `keys` (per server):
-    /// names found faster than they are read wait for later refreshes.
+    /// Names whose state is read per refresh, at most: one script call each,
+    /// reading that name's keys and nothing else. Half goes to the names in use
+    /// (so a release shows), the rest to the names the walk found; either takes
+    /// what the other leaves.
     pub reads: usize,
+    /// How long the reads of one refresh may take: once it has passed, the names
+    /// left wait for the next refresh (a slow or stopped server costs a refresh
+    /// this long, not `reads` timeouts).
+    pub time: Duration,
 }
 
 impl Default for Budget {
-    /// 500 keys walked (per server) and 500 names read per refresh.
+    /// 500 keys walked (per server), 500 names read, within 2 s, per refresh.
     fn default() -> Self {
         Budget {
             keys: 500,
             reads: 500,
+            time: Duration::from_secs(2),
         }
     }
 }
@@ -106,7 +114,8 @@ pub struct Refreshed {
     pub keys_walked: usize,
     /// Names whose state was read (one script call each).
     pub names_read: usize,
-    /// Names found but left for a later refresh (over [`Budget::reads`]).
+    /// Names found but left for a later refresh (over [`Budget::reads`] or
+    /// [`Budget::time`]).
     pub names_waiting: usize,
     /// Whether the walk came round to its start in this refresh: every key that
     /// existed throughout the walk has been seen.
@@ -157,39 +166,54 @@ impl sealed::Sealed for RedisStore {
 
 impl Surveyed for QuorumStore {}
 
+/// Where a walk over a quorum's masters stands: each master's own walk, and
+/// which came round since the survey last said the walk did.
+#[derive(Default)]
+pub struct QuorumWalk {
+    nodes: Vec<KeyWalk>,
+    came_round: Vec<bool>,
+}
+
 /// A quorum keeps only locks; its masters are walked each on its own, and a
 /// master that does not answer is skipped while a majority does.
 impl sealed::Sealed for QuorumStore {
-    type Walk = Vec<KeyWalk>;
+    type Walk = QuorumWalk;
 
     async fn next_keys(
         &self,
-        walks: &mut Vec<KeyWalk>,
+        walk: &mut QuorumWalk,
         count: u64,
     ) -> Result<(Vec<String>, usize, bool)> {
         let nodes = self.nodes();
-        walks.resize_with(nodes.len(), KeyWalk::default);
+        walk.nodes.resize_with(nodes.len(), KeyWalk::default);
+        walk.came_round.resize(nodes.len(), false);
         let steps = nodes
             .iter()
-            .zip(walks.iter_mut())
+            .zip(walk.nodes.iter_mut())
             .map(|(node, walk)| node.scan_step(walk, count));
         let mut keys = Vec::new();
-        let (mut answered, mut scans, mut done, mut last_error) = (0, 0, false, None);
-        for step in futures_util::future::join_all(steps).await {
+        let (mut answered, mut scans, mut last_error) = (0, 0, None);
+        let steps = futures_util::future::join_all(steps).await;
+        for (node, step) in steps.into_iter().enumerate() {
             match step {
                 Ok((batch, sent, finished)) => {
                     keys.extend(batch);
                     answered += 1;
                     scans += sent;
-                    done |= finished;
+                    walk.came_round[node] |= finished;
                 }
                 Err(error) => last_error = Some(error),
             }
         }
-        match (answered < nodes.len() / 2 + 1, last_error) {
-            (true, Some(error)) => Err(error),
-            _ => Ok((keys, scans, done)),
+        if let (true, Some(error)) = (answered < nodes.len() / 2 + 1, last_error) {
+            return Err(error);
         }
+        // Round once every master's walk came round since the last time.
+        let done = walk.came_round.iter().all(|&round| round);
+        if done {
+            walk.came_round.iter_mut().for_each(|round| *round = false);
+        }
+        Ok((keys, scans, done))
     }
 
     async fn read_name(&self, key: &LockKey) -> Result<Vec<Primitive>> {
@@ -238,6 +262,8 @@ pub struct Survey<S: Surveyed = RedisStore> {
     walk: <S as sealed::Sealed>::Walk,
     /// Names found by the walk, by full key (prefix included).
     known: BTreeMap<String, Known>,
+    /// Names found so far, to order the reads of new ones.
+    found: u64,
 }
 
 /// A name the walk found: what it held when last read, if it was read.
@@ -245,6 +271,9 @@ struct Known {
     /// Found by a companion key: read whole. Found only by its own key, it can
     /// only be a lock (or not latchkey's at all), and only that is read.
     whole: bool,
+    /// When the walk found it (a count): names are first read in this order, so
+    /// one found late is not put off by the names found after it.
+    found: u64,
     read: Option<(Instant, Vec<Primitive>)>,
     /// When each of its primitives was first seen held as it is now, by the
     /// identity of that hold (see [`hold_of`]).
@@ -269,6 +298,7 @@ impl<S: Surveyed> Client<S> {
             foreign: false,
             walk: Default::default(),
             known: BTreeMap::new(),
+            found: 0,
         }
     }
 }
@@ -276,19 +306,20 @@ impl<S: Surveyed> Client<S> {
 impl<S: Surveyed> Survey<S> {
     /// The same survey with `budget` per refresh.
     ///
-    /// # Panics
-    ///
-    /// Never; a budget of 0 keys walks 1 per server, of 0 reads reads 1 name.
+    /// A budget of 0 keys walks 1 per server, of 0 reads reads 1 name; a time of
+    /// zero reads one name per refresh.
     ///
     /// ```no_run
     /// # fn demo(client: latchkey::Client) {
-    /// let survey = client.survey().with_budget(latchkey::inspect::Budget { keys: 100, reads: 20 });
+    /// use latchkey::inspect::Budget;
+    /// let survey = client.survey().with_budget(Budget { keys: 100, reads: 100, ..Budget::default() });
     /// # }
     /// ```
     pub fn with_budget(mut self, budget: Budget) -> Self {
         self.budget = Budget {
             keys: budget.keys.max(1),
             reads: budget.reads.max(1),
+            time: budget.time,
         };
         self
     }
@@ -353,24 +384,32 @@ impl<S: Surveyed> Survey<S> {
     /// ```
     pub async fn refresh(&mut self) -> Result<Refreshed> {
         let store = self.client.store().clone();
-        let (keys, scans, walk_completed) =
-            store.next_keys(&mut self.walk, self.budget.keys).await?;
-        let keys_walked = keys.len();
-        for key in keys {
-            self.found(&key);
+        let mut done = Refreshed::default();
+        // The walk waits while the names it found wait: what it finds is read.
+        if self.unread() < self.budget.reads {
+            let (keys, scans, completed) =
+                store.next_keys(&mut self.walk, self.budget.keys).await?;
+            (done.scans, done.keys_walked, done.walk_completed) = (scans, keys.len(), completed);
+            for key in keys {
+                self.found(&key);
+            }
         }
         let due = self.due();
-        let names_waiting = self.known.len().saturating_sub(due.len());
+        let started = Instant::now();
         for full in &due {
+            if done.names_read > 0 && started.elapsed() >= self.budget.time {
+                break;
+            }
             self.read(&store, full).await?;
+            done.names_read += 1;
         }
-        Ok(Refreshed {
-            scans,
-            keys_walked,
-            names_read: due.len(),
-            names_waiting,
-            walk_completed,
-        })
+        done.names_waiting = self.unread() + due.len().saturating_sub(done.names_read);
+        Ok(done)
+    }
+
+    /// How many names the walk found that were never read.
+    fn unread(&self) -> usize {
+        self.known.values().filter(|k| k.read.is_none()).count()
     }
 
     /// What the survey knows: every name in use when last read, sorted by name
@@ -414,8 +453,10 @@ impl<S: Surveyed> Survey<S> {
         match self.known.get_mut(full) {
             Some(known) => known.whole |= whole,
             None => {
+                self.found += 1;
                 let known = Known {
                     whole,
+                    found: self.found,
                     read: None,
                     held_since: Vec::new(),
                 };
@@ -424,19 +465,26 @@ impl<S: Surveyed> Survey<S> {
         }
     }
 
-    /// The names to read now: never read first, then the longest unread.
+    /// The names to read now: half the budget for the names in use (longest
+    /// unread first), the rest for names never read; either share takes what the
+    /// other leaves. In use first, so a release shows before a discovery does.
     fn due(&self) -> Vec<String> {
-        let mut order: Vec<(Option<Instant>, &String)> = self
-            .known
-            .iter()
-            .map(|(full, known)| (known.read.as_ref().map(|(at, _)| *at), full))
-            .collect();
-        order.sort();
-        order
-            .into_iter()
-            .take(self.budget.reads)
-            .map(|(_, full)| full.clone())
-            .collect()
+        let mut in_use: Vec<(Instant, &String)> = Vec::new();
+        let mut unread: Vec<(u64, &String)> = Vec::new();
+        for (full, known) in &self.known {
+            match &known.read {
+                Some((at, _)) => in_use.push((*at, full)),
+                None => unread.push((known.found, full)),
+            }
+        }
+        in_use.sort();
+        unread.sort();
+        let reads = self.budget.reads;
+        let new = unread.len().min(reads - in_use.len().min(reads / 2));
+        let again = (reads - new).min(in_use.len());
+        let again = in_use.into_iter().take(again).map(|(_, full)| full);
+        let new = unread.into_iter().take(new).map(|(_, full)| full);
+        again.chain(new).cloned().collect()
     }
 
     /// Reads one name, and forgets it if nothing of it is in use (or it is not a
@@ -455,8 +503,14 @@ impl<S: Surveyed> Survey<S> {
         };
         let found = match read {
             Ok(found) => found,
-            Err(Error::WrongType { .. }) => Vec::new(),
-            Err(error) => return Err(error),
+            // Trouble with the connection or the server: the refresh stops here.
+            Err(error) if error.is_transient() => return Err(error),
+            // Trouble with this name (another type, a key the ACL hides): it is
+            // passed over, not retried on every refresh.
+            Err(error) => {
+                tracing::debug!(name = %full, %error, "survey passes over a name it cannot read");
+                Vec::new()
+            }
         };
         let foreign = self.foreign;
         let found: Vec<Primitive> = found
@@ -478,7 +532,7 @@ impl Known {
     /// Records a read, keeping the first sighting of each hold still there.
     fn saw(&mut self, found: Vec<Primitive>) {
         let now = Instant::now();
-        let holds: Vec<String> = found.iter().filter_map(hold_of).collect();
+        let holds: Vec<String> = found.iter().flat_map(holds_of).collect();
         self.held_since.retain(|(hold, _)| holds.contains(hold));
         for hold in holds {
             if !self.held_since.iter().any(|(h, _)| *h == hold) {
@@ -488,12 +542,14 @@ impl Known {
         self.read = Some((now, found));
     }
 
+    /// Since when the oldest of `primitive`'s current holds has been seen.
     fn since(&self, primitive: &Primitive) -> Option<Instant> {
-        let hold = hold_of(primitive)?;
+        let holds = holds_of(primitive);
         self.held_since
             .iter()
-            .find(|(h, _)| *h == hold)
+            .filter(|(h, _)| holds.contains(h))
             .map(|(_, since)| *since)
+            .min()
     }
 }
 
@@ -502,14 +558,27 @@ fn is_foreign(primitive: &Primitive) -> bool {
     matches!(primitive, Primitive::Lock(status) if status.is_held() && !status.is_held_by_latchkey())
 }
 
-/// What identifies a hold across reads: a lock's holder; for permits, the kind
-/// alone (held at all); `None` when nothing is held.
-fn hold_of(primitive: &Primitive) -> Option<String> {
+/// What identifies each hold of `primitive` across reads: a lock's holder, each
+/// permit holder listed (a semaphore's first 100 by lease end), or for a
+/// semaphore holding more than it lists, the kind itself.
+fn holds_of(primitive: &Primitive) -> Vec<String> {
     if !primitive.is_held() {
-        return None;
+        return Vec::new();
     }
+    let kind = primitive.kind();
     match primitive {
-        Primitive::Lock(status) => status.holder.clone().map(|h| format!("lock {h}")),
-        other => Some(other.kind().to_string()),
+        Primitive::Lock(status) => status
+            .holder
+            .iter()
+            .map(|h| format!("{kind} {h}"))
+            .collect(),
+        Primitive::Semaphore(status) | Primitive::RwLock(status) if !status.holders.is_empty() => {
+            status
+                .holders
+                .iter()
+                .map(|h| format!("{kind} {}", h.owner))
+                .collect()
+        }
+        _ => vec![kind.to_string()],
     }
 }

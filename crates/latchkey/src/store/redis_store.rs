@@ -929,7 +929,9 @@ impl RedisStore {
     }
 
     /// One `SCAN` on the server (on a cluster, on the primary at `node`): the next
-    /// cursor and the keys of this batch.
+    /// cursor and the keys of this batch. A key that is not UTF-8 is none of
+    /// latchkey's (its names are strings): it is skipped, not an error that would
+    /// stop every walk at the same place.
     async fn scan_once(
         &self,
         conn: &mut Connection,
@@ -944,7 +946,11 @@ impl RedisStore {
                 .and_then(|v| Ok(redis::from_redis_value(v)?)),
             None => scan.query_async(conn).await,
         };
-        self.context(reply, what)
+        let (next, batch): (u64, Vec<Vec<u8>>) = self.context(reply, what)?;
+        let keys = batch
+            .into_iter()
+            .filter_map(|key| String::from_utf8(key).ok());
+        Ok((next, keys.collect()))
     }
 
     /// The next batch of a walk over every key (on a cluster, over every primary's),
@@ -971,9 +977,13 @@ impl RedisStore {
         let mut keys = Vec::new();
         for (node, cursor) in &mut walk.servers {
             let scan = scan_command(*cursor, None, None, count);
-            let (next, batch) = self
-                .scan_once(&mut conn, node.as_ref(), scan, "SCAN")
-                .await?;
+            let step = self.scan_once(&mut conn, node.as_ref(), scan, "SCAN").await;
+            let Ok((next, batch)) = step else {
+                // A primary gone (failed over, removed): the next step starts the
+                // walk again with the primaries the cluster names then.
+                walk.servers.clear();
+                return step.map(|_| (keys, 0, false));
+            };
             keys.extend(batch);
             *cursor = next;
         }
