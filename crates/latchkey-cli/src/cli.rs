@@ -419,7 +419,8 @@ pub struct WatchArgs {
     pub scan_count: u64,
 
     /// Names read per refresh, at most (one script call each, reading that name's
-    /// keys). Keep it at least --scan-count: every string key found is read once.
+    /// keys): half for the names in use, the rest for the names the walk found
+    /// (every string key is read once per walk; the walk waits while they wait).
     #[arg(long, value_name = "NAMES", default_value_t = 500)]
     pub reads: usize,
 

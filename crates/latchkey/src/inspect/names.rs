@@ -28,14 +28,25 @@ pub(super) async fn matching(
     Ok(names)
 }
 
+/// The companion kinds that only a lock of the name keeps (its fencing counter,
+/// queue, leases, or a quorum's released values): a name found by one of them has
+/// nothing but a lock.
+const LOCK_ONLY: [&str; 4] = ["fence", "queue", "leases", "ended"];
+
 /// The name (prefix included) that any key of a deployment may belong to: the
 /// name a companion key serves, or the key itself (a lock, or a key that is not
-/// latchkey's at all: reading it says which).
-pub(crate) fn name_of(key: &str) -> Option<&str> {
-    let Some(owner) = owner_of(key) else {
-        return Some(key);
+/// latchkey's at all: reading it says which); and whether the key says the name
+/// may hold more than a lock (a semaphore's, read-write lock's or rate limit's
+/// companion), so that it must be read whole.
+pub(crate) fn name_of(key: &str) -> Option<(&str, bool)> {
+    let Some((inner, kind)) = strip_companion(key) else {
+        return Some((key, false));
     };
-    untagged_name(owner).or_else(|| tagged_name(owner))
+    // A namespaced primitive's companion (`{pool}:lk:sem:lk:fence`) names it by the
+    // outer kind.
+    let (owner, kind) = strip_companion(inner).unwrap_or((inner, kind));
+    let name = untagged_name(owner).or_else(|| tagged_name(owner))?;
+    Some((name, !LOCK_ONLY.contains(&kind)))
 }
 
 /// `X` for the companions' owner `{X}` of an untagged name `X`.
@@ -59,16 +70,14 @@ fn only_tag(name: &str) -> bool {
 /// The name part of a companion key: the key less one or two `:lk:<kind>` suffixes
 /// (`{pool}:lk:sem:lk:fence` → `{pool}`); `None` for another key.
 fn owner_of(key: &str) -> Option<&str> {
-    let mut rest = strip_companion(key)?;
-    if let Some(outer) = strip_companion(rest) {
-        rest = outer;
-    }
-    Some(rest)
+    let (rest, _) = strip_companion(key)?;
+    Some(strip_companion(rest).map_or(rest, |(outer, _)| outer))
 }
 
-fn strip_companion(key: &str) -> Option<&str> {
+/// `key` less its `:lk:<kind>` suffix, and the kind; `None` for another key.
+fn strip_companion(key: &str) -> Option<(&str, &str)> {
     let (rest, kind) = key.rsplit_once(":lk:")?;
-    is_companion_kind(kind).then_some(rest)
+    is_companion_kind(kind).then_some((rest, kind))
 }
 
 /// `text` with Redis glob's special characters escaped, so a prefix matches itself.
@@ -99,12 +108,17 @@ mod tests {
 
     #[test]
     fn every_key_leads_to_the_name_it_may_serve() {
-        assert_eq!(name_of("{pool}:lk:sem:lk:fence"), Some("pool"));
-        assert_eq!(name_of("{job}:lk:queue"), Some("job"));
-        assert_eq!(name_of("app:{u1}:cart:lk:rate"), Some("app:{u1}:cart"));
-        assert_eq!(name_of("app:{u1}:cart"), Some("app:{u1}:cart"));
-        assert_eq!(name_of("job"), Some("job"));
-        assert_eq!(name_of("user:1:name"), Some("user:1:name"));
-        assert_eq!(name_of("{a}b}:lk:fence"), Some("{a}b}"));
+        assert_eq!(name_of("{pool}:lk:sem:lk:fence"), Some(("pool", true)));
+        assert_eq!(name_of("{pool}:lk:sem"), Some(("pool", true)));
+        assert_eq!(name_of("{job}:lk:queue"), Some(("job", false)));
+        assert_eq!(name_of("{job}:lk:fence"), Some(("job", false)));
+        assert_eq!(
+            name_of("app:{u1}:cart:lk:rate"),
+            Some(("app:{u1}:cart", true))
+        );
+        assert_eq!(name_of("app:{u1}:cart"), Some(("app:{u1}:cart", false)));
+        assert_eq!(name_of("job"), Some(("job", false)));
+        assert_eq!(name_of("user:1:name"), Some(("user:1:name", false)));
+        assert_eq!(name_of("{a}b}:lk:fence"), Some(("{a}b}", false)));
     }
 }

@@ -268,8 +268,9 @@ pub struct Survey<S: Surveyed = RedisStore> {
 
 /// A name the walk found: what it held when last read, if it was read.
 struct Known {
-    /// Found by a companion key: read whole. Found only by its own key, it can
-    /// only be a lock (or not latchkey's at all), and only that is read.
+    /// Found by a companion key of something other than a lock (a semaphore's, a
+    /// rate limit's): read whole. Otherwise it can only be a lock (or not
+    /// latchkey's at all), and only that is read.
     whole: bool,
     /// When the walk found it (a count): names are first read in this order, so
     /// one found late is not put off by the names found after it.
@@ -443,13 +444,12 @@ impl<S: Surveyed> Survey<S> {
 
     /// Notes the name `key` may serve, if it is under the prefix.
     fn found(&mut self, key: &str) {
-        let Some(full) = names::name_of(key) else {
+        let Some((full, whole)) = names::name_of(key) else {
             return;
         };
         if !full.starts_with(self.client.prefix().as_str()) {
             return;
         }
-        let whole = full != key;
         match self.known.get_mut(full) {
             Some(known) => known.whole |= whole,
             None => {
