@@ -246,7 +246,7 @@ async fn lock_in_use<S: Inspect>(store: &S, key: &LockKey) -> Result<Vec<Primiti
 /// ```no_run
 /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
 /// use latchkey::inspect::Budget;
-/// let mut survey = client.survey().with_budget(Budget { keys: 2_000, reads: 500 });
+/// let mut survey = client.survey().with_budget(Budget { keys: 2_000, reads: 2_000, ..Budget::default() });
 /// loop {
 ///     survey.refresh().await?;
 ///     let held = survey.sightings().filter(|seen| seen.primitive.is_held()).count();
