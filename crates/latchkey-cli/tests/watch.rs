@@ -247,19 +247,9 @@ fn sample(body: &str, series: &str) -> Option<f64> {
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
-#[test]
-fn the_exporter_serves_the_deployment_s_state_to_a_scrape() {
-    let server = RedisServer::start().unwrap();
-    let (deploy, _others) = busy(&server);
-    let throttled = common::latchkey(
-        &server.url(),
-        &["throttle", "sms:+1555", "--limit", "5", "--per", "1m"],
-    )
-    .output()
-    .unwrap();
-    assert!(throttled.status.success());
-
-    let mut exporter = common::latchkey(&server.url(), &["exporter", "--listen", "127.0.0.1:0"])
+/// `latchkey exporter` on `redis`, on a free port; the process and the port.
+fn exporter(redis: &str) -> (common::Running, u16) {
+    let mut exporter = common::latchkey(redis, &["exporter", "--listen", "127.0.0.1:0"])
         .stderr(Stdio::piped())
         .spawn_running();
     // The line that gives the address (whatever else it logs first).
@@ -274,6 +264,22 @@ fn the_exporter_serves_the_deployment_s_state_to_a_scrape() {
         .and_then(|rest| rest.split('/').next())
         .and_then(|port| port.parse().ok())
         .unwrap_or_else(|| panic!("no address in {banner:?}"));
+    (exporter, port)
+}
+
+#[test]
+fn the_exporter_serves_the_deployment_s_state_to_a_scrape() {
+    let server = RedisServer::start().unwrap();
+    let (deploy, _others) = busy(&server);
+    let throttled = common::latchkey(
+        &server.url(),
+        &["throttle", "sms:+1555", "--limit", "5", "--per", "1m"],
+    )
+    .output()
+    .unwrap();
+    assert!(throttled.status.success());
+
+    let (mut exporter, port) = exporter(&server.url());
 
     let (ok, body) = eventually(|| {
         let (_, body) = get(port, "/metrics");
@@ -376,4 +382,33 @@ fn the_exporter_serves_the_deployment_s_state_to_a_scrape() {
     .unwrap();
     let status = exporter.wait().unwrap();
     assert_eq!(status.code(), Some(0));
+}
+
+/// On a quorum of three masters the exporter shows its locks, one master down.
+#[test]
+fn the_exporter_serves_a_quorum_s_locks() {
+    let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+    let urls = servers
+        .iter()
+        .map(RedisServer::url)
+        .collect::<Vec<_>>()
+        .join(",");
+    let _holder =
+        common::latchkey(&urls, &["run", "deploy:prod", "--", "sleep", "60"]).spawn_running();
+    servers[0].kill().unwrap();
+    let (mut exporter, port) = exporter(&urls);
+    let (ok, body) = eventually(|| {
+        let (_, body) = get(port, "/metrics");
+        let held = sample(
+            &body,
+            r#"latchkey_state_held{deployment="quorum",name="deploy:prod",kind="lock"}"#,
+        );
+        (held == Some(1.0), body)
+    });
+    assert!(ok, "{body}");
+    assert_eq!(
+        sample(&body, r#"latchkey_exporter_scans{deployment="quorum"}"#),
+        Some(2.0)
+    );
+    exporter.kill().unwrap();
 }
