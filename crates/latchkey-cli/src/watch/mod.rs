@@ -1,5 +1,5 @@
 //! `top` and `exporter`: live views of a deployment, both refreshed from one
-//! [`Survey`](latchkey::inspect::Survey) (bounded SCAN per refresh), both showing
+//! [`Survey`] (bounded SCAN per refresh), both showing
 //! the same [`Row`]s.
 
 #[cfg(feature = "exporter")]
