@@ -7,7 +7,11 @@
 //! a crashed holder's lease is the promise, not a wedge. The same goes for any
 //! token held there with no guard (an orphan), such as a released lock that a
 //! Sentinel failover brought back with its 10 s lease: the orphan check bounds how
-//! long it may stay, this one what happens after.
+//! long it may stay, this one what happens after. A multi-lock is granted all or
+//! nothing: while one lock is held by the dead, every set that names it waits,
+//! and the sets that do not all contend for what is left (in a run of 3 locks,
+//! 32 tasks for one set). So a lock tried in the phase together with one held
+//! by the dead all through that try is not checked either.
 
 use std::collections::HashMap;
 
@@ -15,7 +19,7 @@ use serde::Serialize;
 
 use super::orphans::orphan_runs;
 use super::{Property, Verdict, ms};
-use crate::history::History;
+use crate::history::{Attempt, History};
 use crate::record::{Holder, LatchCallKind};
 use crate::sampler::HoldRun;
 use crate::transactions::TxOutcome;
@@ -32,6 +36,9 @@ pub struct Stats {
     /// Locks not checked: a killed holder's lease, or an orphan, held them into the
     /// phase's end.
     pub held_by_the_dead: usize,
+    /// Locks not checked because a try in the phase named them together with a
+    /// lock held by the dead all through it (multi-locks).
+    pub blocked_with_the_dead: usize,
 }
 
 /// How long a lock must be free of a killed holder's lease before the quiet phase
@@ -51,13 +58,20 @@ pub fn check(history: &History, verdict: &mut Verdict) {
         .iter()
         .filter(|i| i.killed_us.is_none_or(|killed| killed >= to));
     let orphans_until = orphans_last_seen(history);
-    let checked: Vec<&String> = history
+    let free: Vec<&String> = history
         .facts
         .locks
         .iter()
         .filter(|lock| held_by_the_dead_until(history, &orphans_until, lock) + MIN_FREE_US <= to)
         .collect();
-    verdict.liveness.held_by_the_dead = history.facts.locks.len() - checked.len();
+    verdict.liveness.held_by_the_dead = history.facts.locks.len() - free.len();
+    let dead = dead_spans(history);
+    let checked: Vec<&String> = free
+        .into_iter()
+        .filter(|lock| !tried_with_the_dead(history, &dead, lock))
+        .collect();
+    verdict.liveness.blocked_with_the_dead =
+        history.facts.locks.len() - verdict.liveness.held_by_the_dead - checked.len();
     for incarnation in live {
         verdict.liveness.live_workers += 1;
         for &lock in &checked {
@@ -100,6 +114,56 @@ fn held_by_the_dead_until(history: &History, orphans: &HashMap<&str, u64>, lock:
         .filter(|hold| hold.lock == lock && hold.end.is_none())
         .filter_map(|hold| Some(hold.killed_us? + hold.ttl_us));
     logged.chain(orphans.get(lock).copied()).max().unwrap_or(0)
+}
+
+/// When each lock was held by nobody alive for at least [`MIN_FREE_US`] (a
+/// killed holder's lease, an orphan): the spans that may block a try.
+fn dead_spans(history: &History) -> HashMap<&str, Vec<(u64, u64)>> {
+    let mut spans: HashMap<&str, Vec<(u64, u64)>> = HashMap::new();
+    let killed = history.holds.iter().filter(|hold| hold.end.is_none());
+    for hold in killed {
+        let Some(killed_us) = hold.killed_us else {
+            continue;
+        };
+        let span = (hold.acquired_us, killed_us + hold.ttl_us);
+        spans.entry(hold.lock.as_str()).or_default().push(span);
+    }
+    let blocking = |run: &HoldRun| run.last_us.saturating_sub(run.first_us) >= MIN_FREE_US;
+    let orphans = orphan_runs(history).filter(|(run, orphan)| orphan.is_some() && blocking(run));
+    for (run, _) in orphans {
+        let span = (run.first_us, run.last_us);
+        spans.entry(run.lock.as_str()).or_default().push(span);
+    }
+    spans
+}
+
+/// Whether some worker tried `lock` in the quiet phase together with a lock that
+/// a dead holder or an orphan held all through that try (a multi-lock is granted
+/// all or nothing).
+fn tried_with_the_dead(
+    history: &History,
+    dead: &HashMap<&str, Vec<(u64, u64)>>,
+    lock: &str,
+) -> bool {
+    let (from, to) = history.facts.quiet;
+    let mut tries: HashMap<(Holder, u64), Vec<&Attempt>> = HashMap::new();
+    let quiet = history
+        .attempts
+        .iter()
+        .filter(|a| a.start_us >= from && a.start_us < to);
+    for attempt in quiet {
+        tries
+            .entry((attempt.holder, attempt.start_us))
+            .or_default()
+            .push(attempt);
+    }
+    let held_dead = |a: &Attempt| {
+        dead.get(a.lock.as_str())
+            .is_some_and(|spans| spans.iter().any(|&(f, u)| f <= a.start_us && u >= a.end_us))
+    };
+    tries.values().any(|set| {
+        set.iter().any(|a| a.lock == lock) && set.iter().any(|a| a.lock != lock && held_dead(a))
+    })
 }
 
 /// When an orphan (see [`held_by_the_dead_until`]) that held a lock for at least
@@ -259,6 +323,61 @@ mod tests {
             1,
             "{:?}",
             short.examples
+        );
+    }
+
+    /// A multi-lock run where lock "m" was brought back with a long lease: every
+    /// set naming it waits, so a lock tried together with it while it was held is
+    /// not checked; a lock never tried with it still is.
+    #[test]
+    fn a_lock_tried_together_with_one_held_by_the_dead_is_not_checked() {
+        use crate::record::{Mode, Outcome, Record};
+        let run = |tried_together: bool| {
+            let mut facts = quiet_run(2);
+            facts.locks = vec!["l".into(), "m".into()];
+            facts.faults = vec![window(Fault::SentinelFailover, 0, 400_000, None)];
+            facts.samples.push(HoldRun {
+                lock: "m".into(),
+                token: "brought back".into(),
+                first_us: 500_000,
+                first_sent_us: 500_000,
+                last_us: 4_900_000,
+                first_pttl_ms: 10_000,
+            });
+            // Worker 1 tries {l, m} (busy), and takes m alone before the orphan.
+            let holder = super::super::fixtures::holder(1, 9);
+            let tried = |lock: &str| Record::Attempt {
+                holder,
+                lock: lock.into(),
+                mode: Mode::Timeout,
+                start_us: 2_000_000,
+                end_us: 2_500_000,
+                timeout_us: Some(500_000),
+                ttl_us: 300_000,
+                outcome: Outcome::Busy,
+            };
+            let mut worker_1 = vec![tried("l")];
+            if tried_together {
+                worker_1.push(tried("m"));
+            }
+            let logs = [
+                (None, held(0, 1, 1, (2_000_000, 2_100_000))),
+                (None, worker_1),
+            ];
+            check(&history(facts, &logs))
+        };
+        let together = run(true);
+        assert!(together.violations.is_empty(), "{:?}", together.examples);
+        assert_eq!(together.liveness.held_by_the_dead, 1);
+        assert_eq!(together.liveness.blocked_with_the_dead, 1);
+        // Tried alone and never taken: a worker that starved on a free lock.
+        let alone = run(false);
+        assert_eq!(alone.liveness.blocked_with_the_dead, 0);
+        assert_eq!(
+            alone.violations[&Property::Liveness],
+            1,
+            "{:?}",
+            alone.examples
         );
     }
 }
