@@ -202,7 +202,7 @@ fn status_and_release_see_a_read_write_lock_and_a_rate_limit() {
     );
     let shown = text(&output(&server, &["status", "sms:1"]).stdout);
     assert!(
-        shown.starts_with("sms:1: rate limit (cooldown), full again in 59m"),
+        shown.starts_with("sms:1: rate limit (cooldown), 1 used, full again in 59m"),
         "{shown}"
     );
     // A count is not a hold: only --kind rate-limit resets it.
