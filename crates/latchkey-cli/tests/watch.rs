@@ -14,28 +14,21 @@ use std::time::{Duration, Instant};
 use common::SpawnRunning;
 use latchkey_testkit::RedisServer;
 
-/// `latchkey acquire NAME` (held for 60 s after it exits); the hold's token.
-fn acquire(server: &RedisServer, name: &str) -> String {
-    let out = common::latchkey(&server.url(), &["acquire", name, "--ttl", "60s"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// Runs `latchkey ARGS` on `server` and asserts it succeeded; its standard output.
+fn succeeded(server: &RedisServer, args: &[&str]) -> String {
+    let out = common::latchkey(&server.url(), args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stderr}");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// `latchkey acquire NAME` (held for 60 s after it exits); the hold's token.
+fn acquire(server: &RedisServer, name: &str) -> String {
+    succeeded(server, &["acquire", name, "--ttl", "60s"])
+}
+
 fn release(server: &RedisServer, name: &str, token: &str) {
-    let out = common::latchkey(&server.url(), &["release", name, "--token", token])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(server, &["release", name, "--token", token]);
 }
 
 /// Polls `check` every 100 ms for up to 10 s; its last result.
