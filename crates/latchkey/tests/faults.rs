@@ -335,6 +335,34 @@ async fn a_failing_script_writes_nothing() {
     }
 }
 
+/// A waiter joining a busy lock's queue checks the waiters' leases before its first
+/// write and counts on the queue's own `ZADD` to fail first: a queue of another
+/// type is refused with nothing written, not even the waiter's lease.
+#[tokio::test]
+async fn a_waiter_refused_by_a_queue_of_another_type_writes_nothing() {
+    let server = RedisServer::start().unwrap();
+    let client = latchkey::Client::open(&server.url()).await.unwrap();
+    let mut raw = common::connect(&server.url()).await;
+    let _: () = raw.set("busy", "another-library").await.unwrap();
+    let _: () = raw.set("{busy}:lk:queue", "not a set").await.unwrap();
+    for fairness in [latchkey::Fairness::Fair, latchkey::Fairness::Plain] {
+        let waiting = client
+            .mutex("busy")
+            .unwrap()
+            .with_fairness(fairness)
+            .lock_timeout(Duration::from_millis(200))
+            .await;
+        assert!(
+            matches!(waiting, Err(Error::WrongType { .. })),
+            "{fairness:?}: {waiting:?}"
+        );
+        for companion in ["{busy}:lk:leases", "{busy}:lk:fence"] {
+            let written: bool = raw.exists(companion).await.unwrap();
+            assert!(!written, "{fairness:?}: a refused waiter wrote {companion}");
+        }
+    }
+}
+
 /// A client that reaches `server` through a fault proxy; its command connection is
 /// the proxy's connection 0 and its subscriber (opened by the first wait) the next.
 async fn proxied(server: &RedisServer) -> (FaultProxy, Client) {

@@ -28,7 +28,7 @@ local function try_fair_once()
   local last, us = before_grant(fence_key)
   if not holder then
     check_queue(queue, leases)
-    if next_live_waiter(queue, leases) then
+    if next_live_waiter(queue, leases, math.floor(us / 1000)) then
       return busy(lock, nil)
     end
   end
@@ -39,15 +39,20 @@ end
 -- takes a free lock only when it is at the head of the line.
 local function try_in_line()
   local holder = redis.call('GET', lock)
-  local queued = check_queue(queue, leases)
+  -- The leases' type, checked before any write. The queue's needs no call of its
+  -- own on the common path (busy: the queue's ZADD is the first write, and raises
+  -- WRONGTYPE before anything is written); the others count it before granting.
+  redis.call('ZCARD', leases)
   local last, us = before_grant(fence_key)
   if holder == token then
     -- Handed over: the release took us out of the queue already.
+    local queued = redis.call('ZCARD', queue)
     return granted(grant(lock, fence_key, token, ttl, last, us), queued)
   end
   if not holder then
+    redis.call('ZCARD', queue) -- the queue's type, before a grant writes
     -- Plain waiters may barge; fair ones only take a free lock nobody waits ahead for.
-    local head = mode == 'f' and next_live_waiter(queue, leases)
+    local head = mode == 'f' and next_live_waiter(queue, leases, math.floor(us / 1000))
     if not head or head == member then
       local fence = grant(lock, fence_key, token, ttl, last, us)
       leave_queue(queue, leases, member)

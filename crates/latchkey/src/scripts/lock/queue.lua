@@ -33,9 +33,9 @@ end
 
 -- The oldest waiter whose lease has not ended, what is left of its lease (ms) and
 -- when it ends (server ms); dead ones are dropped on the way, so a crashed waiter
--- delays the line by at most its waiter lease.
-local function next_live_waiter(queue, leases)
-  local now
+-- delays the line by at most its waiter lease. `now`: the server clock in ms if the
+-- caller read it already (a second TIME costs a call), else nil.
+local function next_live_waiter(queue, leases, now)
   while true do
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head then

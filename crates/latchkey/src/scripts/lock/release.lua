@@ -24,7 +24,10 @@ if leaving == '' and holder == token and redis.call('EXISTS', queue) == 0 then
   redis.call('DEL', lock)
   return 1
 end
-check_queue(queue, leases)
+if leaving ~= '' then
+  -- Leaving writes before the reads below: both keys' types are checked first.
+  check_queue(queue, leases)
+end
 local last, us = before_grant(fence_key)
 if leaving ~= '' then
   leave_queue(queue, leases, queue_member('f', leaving, token))
@@ -33,7 +36,9 @@ end
 if holder ~= token then
   return 0
 end
-local waiter, lease_left, lease_end = next_live_waiter(queue, leases)
+-- Its first reads (ZRANGE of the queue, ZSCORE of the leases) raise WRONGTYPE
+-- before anything is written, so a handover needs no type check of its own.
+local waiter, lease_left, lease_end = next_live_waiter(queue, leases, math.floor(us / 1000))
 if not waiter then
   redis.call('DEL', lock)
   return 1

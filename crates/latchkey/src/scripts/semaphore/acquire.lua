@@ -34,7 +34,7 @@ local used = live_weight(holders, used_key, now)
 local permits_key = KEYS[7]
 local agreed = tonumber(redis.call('GET', permits_key) or '')
 if agreed ~= permits then
-  if agreed and (used > 0 or next_live_waiter(queue, leases)) then
+  if agreed and (used > 0 or next_live_waiter(queue, leases, now)) then
     return redis.error_reply('LKPERMITS ' .. string.format('%d', agreed))
   end
   redis.call('SET', permits_key, ARGV[4], 'KEEPTTL')
@@ -54,7 +54,7 @@ used, last, caller_fence = serve_line(KEYS, permits, used, last, us, sharded, to
 if caller_fence then
   return {1, caller_fence, false, redis.call('ZCARD', queue), 0}
 end
-if used + weight <= permits and not next_live_waiter(queue, leases) then
+if used + weight <= permits and not next_live_waiter(queue, leases, now) then
   local fence = grant_permit(holders, used_key, fence_key, token, weight, ttl, last, us)
   leave_queue(queue, leases, member)
   return {1, fence, false, redis.call('ZCARD', queue), 0}

@@ -90,7 +90,7 @@ local function serve_line(keys, permits, used, last, us, sharded, caller)
   local used_key = keys[6]
   local caller_fence
   while true do
-    local waiter, lease_left, lease_end = next_live_waiter(queue, leases)
+    local waiter, lease_left, lease_end = next_live_waiter(queue, leases, math.floor(us / 1000))
     if not waiter then
       break
     end
