@@ -205,7 +205,7 @@ impl sealed::Sealed for QuorumStore {
                 Err(error) => last_error = Some(error),
             }
         }
-        if let (true, Some(error)) = (answered < nodes.len() / 2 + 1, last_error) {
+        if let (true, Some(error)) = (answered < self.majority(), last_error) {
             return Err(error);
         }
         // Round once every master's walk came round since the last time.

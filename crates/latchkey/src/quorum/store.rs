@@ -229,7 +229,7 @@ impl QuorumStore {
         })
     }
 
-    fn majority(&self) -> usize {
+    pub(crate) fn majority(&self) -> usize {
         majority(self.inner.nodes.len())
     }
 
