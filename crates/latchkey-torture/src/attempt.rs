@@ -6,7 +6,7 @@ use std::time::Duration;
 use latchkey::election::{Election, Leadership};
 use latchkey::semaphore::PermitStore;
 use latchkey::store::{Pass, RedisStore, WakeUps};
-use latchkey::{Error, MultiLock, MultiLockGuard, Mutex, MutexGuard, RwLock, Semaphore};
+use latchkey::{Error, Fairness, MultiLock, MultiLockGuard, Mutex, MutexGuard, RwLock, Semaphore};
 use rand::Rng;
 use rand::rngs::StdRng;
 
@@ -70,6 +70,10 @@ pub trait Acquire<S: Pass + WakeUps>: Clone + Send + Sync + 'static {
         &self,
         wait: Duration,
     ) -> impl Future<Output = latchkey::Result<Self::Held>> + Send;
+    /// A fair lock's: its attempts stand in one strict line.
+    fn fair(&self) -> bool {
+        false
+    }
 }
 
 impl<S: Pass + WakeUps> Acquire<S> for Mutex<S> {
@@ -84,6 +88,10 @@ impl<S: Pass + WakeUps> Acquire<S> for Mutex<S> {
         wait: Duration,
     ) -> impl Future<Output = latchkey::Result<MutexGuard<S>>> + Send {
         Mutex::lock_timeout(self, wait)
+    }
+
+    fn fair(&self) -> bool {
+        self.fairness() == Fairness::Fair
     }
 }
 

@@ -82,6 +82,8 @@ pub struct Attempt {
     /// The lease it asked for.
     pub ttl_us: u64,
     pub outcome: Outcome,
+    /// A fair lock's attempt: it stands in one strict line with every other.
+    pub fair: bool,
     /// When its process was killed, if it was.
     pub killed_us: Option<u64>,
 }
@@ -103,6 +105,8 @@ pub struct Hold {
     /// Its lease's lock delay: after a lease that ended without a release, nobody
     /// else may hold the lock for this long.
     pub lock_delay_us: u64,
+    /// Taken by a fair lock's attempt of its own.
+    pub fair: bool,
     /// `None`: its process was killed before it logged the end.
     pub end: Option<HoldEnd>,
     /// When its process was killed, if it was.
@@ -211,6 +215,7 @@ impl History {
                 timeout_us,
                 ttl_us,
                 outcome,
+                fair,
             } => self.attempts.push(Attempt {
                 holder,
                 lock,
@@ -220,6 +225,7 @@ impl History {
                 timeout_us,
                 ttl_us: self.ttl_or_the_run_s(ttl_us),
                 outcome,
+                fair,
                 killed_us,
             }),
             Record::Acquired {
@@ -232,6 +238,7 @@ impl History {
                 ttl_us,
                 weight,
                 lock_delay_us,
+                fair,
             } => {
                 let ttl_us = self.ttl_or_the_run_s(ttl_us);
                 holds.insert(
@@ -246,6 +253,7 @@ impl History {
                         ttl_us,
                         weight,
                         lock_delay_us,
+                        fair,
                         end: None,
                         killed_us,
                     },

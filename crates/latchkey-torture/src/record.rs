@@ -22,6 +22,10 @@ pub enum Record {
         #[serde(default)]
         ttl_us: u64,
         outcome: Outcome,
+        /// A fair (strict FIFO) lock's attempt, which queues in line with every
+        /// other fair one (false in logs from before it was logged).
+        #[serde(default)]
+        fair: bool,
     },
     /// `lock()` returned: the holder knows it holds the lock from `at_us` on.
     Acquired {
@@ -44,6 +48,9 @@ pub enum Record {
         /// Its lease's lock delay (`Lease::with_lock_delay`).
         #[serde(default)]
         lock_delay_us: u64,
+        /// Taken by a fair lock's attempt of its own (not a multi-lock's).
+        #[serde(default)]
+        fair: bool,
     },
     /// A rate limiter's `check(cost)` answered (rate-limit workload).
     Call(Call),

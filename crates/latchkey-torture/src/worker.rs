@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use latchkey::store::{Pass, RedisStore, WakeUps};
-use latchkey::{Client, Fencing, Lease, LockKey, MultiLock, Mutex, MutexGuard, Ttl};
+use latchkey::{Client, Fairness, Fencing, Lease, LockKey, MultiLock, Mutex, MutexGuard, Ttl};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
@@ -39,6 +39,10 @@ const RENEWED_SHARE: f64 = 0.05;
 /// Share of locks that compute the fencing token with every grant
 /// (`Fencing::OnGrant`); the others compute it when the holder asks.
 const ON_GRANT_SHARE: f64 = 0.25;
+/// Share of lock acquisitions in fair (strict FIFO) mode, beside plain ones on the
+/// same locks: the fair first try, the fair head of the line and the handovers to
+/// it (never on a quorum, which refuses fair locks).
+const FAIR_SHARE: f64 = 0.25;
 /// Share of sections that ask for the fencing token as soon as they hold the lock;
 /// a fenced section asks just before its write (after its hold, maybe after a
 /// pause that outlived the lease), the rest never ask.
@@ -137,7 +141,14 @@ fn lock<S: Pass + WakeUps>(
         true => Fencing::OnGrant,
         false => Fencing::OnDemand,
     };
-    let mutex = mutex(shared, l, held, rng)?.with_fencing(fencing);
+    let fairness =
+        match shared.client.store().deployment() != "quorum" && rng.random_bool(FAIR_SHARE) {
+            true => Fairness::Fair,
+            false => Fairness::Plain,
+        };
+    let mutex = mutex(shared, l, held, rng)?
+        .with_fencing(fencing)
+        .with_fairness(fairness);
     Some((mutex, 1))
 }
 
@@ -467,14 +478,18 @@ where
         };
         let start_us = now_us();
         let attempted = attempt(&mutex, &mut rng).await;
-        shared.log_attempt(holder, l, lease, start_us, &attempted);
+        let fair = mutex.fair();
+        shared.log_attempt(holder, l, lease, (start_us, fair), &attempted);
         let Some(guard) = shared.won(attempted.result).await else {
             continue;
         };
         // A downgraded read holds the lock from its write's grant on.
         let acquired_us = guard.held_since_us().unwrap_or(attempted.end_us);
         let timing = (attempted.mode, start_us, acquired_us);
-        let section = shared.section(holder, l, lease, weight, timing, &mut rng);
+        let section = Section {
+            fair,
+            ..shared.section(holder, l, lease, weight, timing, &mut rng)
+        };
         section.run(&mut shared, guard, &mutex, &mut rng).await;
     }
 }
@@ -501,8 +516,9 @@ async fn multi_loop<S: Pass + WakeUps>(shared: Shared<S>, mut holder: Holder) {
         };
         let start_us = now_us();
         let attempted = attempt(&set, &mut rng).await;
+        // Not in any line: a multi-lock takes all its locks at once or none.
         for &l in &picked {
-            shared.log_attempt(holder, l, lease, start_us, &attempted);
+            shared.log_attempt(holder, l, lease, (start_us, false), &attempted);
         }
         let Some(guard) = shared.won(attempted.result).await else {
             continue;
@@ -520,13 +536,14 @@ async fn multi_loop<S: Pass + WakeUps>(shared: Shared<S>, mut holder: Holder) {
 }
 
 impl<S> Shared<S> {
-    /// Logs an attempt on lock index `l`.
+    /// Logs an attempt on lock index `l` that began at `start_us` (`fair`: a fair
+    /// lock's own).
     fn log_attempt<H>(
         &self,
         holder: Holder,
         l: usize,
         lease: Held,
-        start_us: u64,
+        (start_us, fair): (u64, bool),
         attempted: &Attempted<H>,
     ) {
         let in_redis = lease.ttl(self.args.ttl) + self.lock_delay(l);
@@ -539,6 +556,7 @@ impl<S> Shared<S> {
             timeout_us: attempted.timeout.map(crate::record::micros),
             ttl_us: crate::record::micros(in_redis),
             outcome: attempted.outcome(),
+            fair,
         });
     }
 
@@ -596,6 +614,8 @@ impl<S> Shared<S> {
                 Held::Short if rng.random_bool(RENEWED_SHARE) => ttl * 3 / 2,
                 Held::Short | Held::Long => Duration::from_millis(rng.random_range(1..20)),
             },
+            // A fair lock's own attempt says so (see `task_loop`).
+            fair: false,
         }
     }
 }
@@ -682,6 +702,8 @@ struct Section {
     /// Whether the section does a fenced write (only a holder alone can).
     fenced: bool,
     hold: Duration,
+    /// Taken by a fair lock's attempt of its own.
+    fair: bool,
 }
 
 impl Section {
@@ -708,6 +730,7 @@ impl Section {
             ttl_us: crate::record::micros(self.ttl),
             weight: self.weight,
             lock_delay_us: crate::record::micros(self.lock_delay),
+            fair: self.fair,
         });
         let section_start = now_us();
         tokio::time::sleep(self.hold).await;

@@ -1,7 +1,9 @@
-//! First come, first served (semaphores and read-write locks): their line is strict,
-//! so a request that surely stood in line is never overtaken by one that began after
-//! it, whatever their weights: a waiter that does not fit blocks the ones behind it,
-//! and a waiting writer (who asks for every permit) is not starved by readers.
+//! First come, first served (semaphores, read-write locks, and fair locks among their
+//! fair requests): their line is strict, so a request that surely stood in line is
+//! never overtaken by one that began after it, whatever their weights: a waiter that
+//! does not fit blocks the ones behind it, and a waiting writer (who asks for every
+//! permit) is not starved by readers. A fair lock's plain requests may barge, and
+//! are not held to it.
 //!
 //! A waiter `a` surely stood in line [`IN_LINE_AFTER_US`] after its attempt began
 //! (its first try, the subscription and the try that queues). Another request `b`
@@ -51,22 +53,28 @@ pub struct Stats {
 }
 
 pub fn check(history: &History, verdict: &mut Verdict) {
-    if !matches!(
-        history.facts.workload,
-        Workload::Semaphore | Workload::RwLock
-    ) {
-        return;
-    }
+    // Who stands in one strict line: every request of a semaphore or a read-write
+    // lock; of a lock, the fair ones (a plain one may take a free lock and be passed
+    // it within its process, by design, and a multi-lock queues nowhere).
+    let in_line: fn(bool) -> bool = match history.facts.workload {
+        Workload::Semaphore | Workload::RwLock => |_| true,
+        Workload::Mutex => |fair| fair,
+        _ => return,
+    };
     // Every acquisition's attempt by lock: (began, granted), by when it began.
     let mut granted: HashMap<&str, Vec<(u64, u64)>> = HashMap::new();
-    for hold in &history.holds {
+    for hold in history.holds.iter().filter(|hold| in_line(hold.fair)) {
         let lock = granted.entry(&hold.lock).or_default();
         lock.push((hold.attempt_start_us, hold.acquired_us));
     }
     for grants in granted.values_mut() {
         grants.sort_unstable();
     }
-    for waiter in &history.attempts {
+    for waiter in history
+        .attempts
+        .iter()
+        .filter(|waiter| in_line(waiter.fair))
+    {
         let in_line_us = waiter.start_us + IN_LINE_AFTER_US;
         if in_line_us + TOLD_WITHIN_US >= waiter.end_us || disturbed(history, waiter) {
             continue;
@@ -140,6 +148,7 @@ mod tests {
             timeout_us: Some(2_000_000),
             ttl_us: TTL,
             outcome: Outcome::Busy,
+            fair: false,
         };
         let mut later = held(1, 1, 1, (got, got + 10_000));
         let Record::Attempt { start_us, .. } = &mut later[0] else {
@@ -226,9 +235,36 @@ mod tests {
         }
     }
 
+    /// Marks the attempts and acquisitions of `worker` in `logs` as a fair lock's.
+    fn fair(
+        mut logs: Vec<(Option<u64>, Vec<Record>)>,
+        worker: usize,
+    ) -> Vec<(Option<u64>, Vec<Record>)> {
+        for record in logs.iter_mut().flat_map(|(_, records)| records) {
+            match record {
+                Record::Attempt { holder, fair, .. } | Record::Acquired { holder, fair, .. }
+                    if holder.worker == worker =>
+                {
+                    *fair = true
+                }
+                _ => {}
+            }
+        }
+        logs
+    }
+
+    /// A lock's fair waiter is held to it against fair requests only: plain ones may
+    /// barge.
     #[test]
-    fn a_mutex_is_not_held_to_it() {
-        let v = check(&history(facts(), &behind(500_000, 900_000)));
+    fn a_lock_is_held_to_it_between_fair_requests() {
+        let plain = behind(500_000, 900_000);
+        let v = check(&history(facts(), &plain));
         assert!(v.violations.is_empty(), "{:?}", v.examples);
+        let fair_waiter = fair(plain, 0);
+        let v = check(&history(facts(), &fair_waiter));
+        assert!(v.violations.is_empty(), "{:?}", v.examples);
+        let both_fair = fair(fair_waiter, 1);
+        let v = check(&history(facts(), &both_fair));
+        assert_eq!(v.violations[&Property::Fifo], 1, "{:?}", v.examples);
     }
 }

@@ -67,6 +67,7 @@ pub fn held(worker: usize, seq: u64, fence: u64, valid: (u64, u64)) -> Vec<Recor
             timeout_us: None,
             ttl_us: TTL,
             outcome: Outcome::Acquired,
+            fair: false,
         },
         Record::Acquired {
             holder,
@@ -78,6 +79,7 @@ pub fn held(worker: usize, seq: u64, fence: u64, valid: (u64, u64)) -> Vec<Recor
             ttl_us: TTL,
             weight: 1,
             lock_delay_us: 0,
+            fair: false,
         },
         Record::Ended {
             holder,

@@ -379,6 +379,7 @@ mod tests {
                     timeout_us: Some(400_000),
                     ttl_us: 300_000,
                     outcome: Outcome::Busy,
+                    fair: false,
                 };
                 worker_1.push(tried("l"));
                 if with_m {

@@ -501,6 +501,7 @@ mod tests {
             timeout_us: None,
             ttl_us: TTL,
             outcome: Outcome::Cancelled,
+            fair: false,
         };
         check(&history(facts.clone(), &[(None, vec![attempt])]))
     }

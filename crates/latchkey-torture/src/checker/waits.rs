@@ -77,6 +77,7 @@ mod tests {
             timeout_us: Some(100_000),
             ttl_us: TTL,
             outcome: Outcome::Busy,
+            fair: false,
         }
     }
 
