@@ -83,15 +83,15 @@ pub enum Command {
     /// Run a command while holding a lock (a distributed flock(1)).
     Run(RunArgs),
     /// Show what is held under a name (a lock, a semaphore's permits, a read-write
-    /// lock, rate-limit state): by whom (masked), for how long, who waits. Exit 0 if
-    /// anything is held, 1 if not.
+    /// lock, rate-limit state, an election's leader, a latch's count): by whom
+    /// (masked), for how long, who waits. Exit 0 if anything is held, 1 if not.
     Status(StatusArgs),
-    /// List the locks, semaphores, read-write locks and rate limits in use under the
-    /// prefix (SCAN, never KEYS).
+    /// List the locks, semaphores, read-write locks, rate limits, elections and
+    /// latches in use under the prefix (SCAN, never KEYS).
     List(ListArgs),
-    /// Break a lock (or a semaphore's permits, a read-write lock, with --kind a rate
-    /// limit's state) whoever holds it; or, with --token, release a hold `acquire`
-    /// printed.
+    /// Break a lock (or a semaphore's permits, a read-write lock, an election's
+    /// leader, with --kind a rate limit's state) whoever holds it; or, with --token,
+    /// release a hold `acquire` printed.
     Release(ReleaseArgs),
     /// Take a lock and leave it held (for --ttl) after exiting: prints the hold's
     /// token, which `extend` and `release --token` take, from any process.
@@ -514,8 +514,8 @@ pub struct ReleaseArgs {
     pub token: Option<String>,
 
     /// What to break under the name; default: whatever is held there (a lock, a
-    /// semaphore's permits, a read-write lock). A rate limit is reset only with
-    /// `--kind rate-limit`.
+    /// semaphore's permits, a read-write lock, an election's leader, deposed). A
+    /// rate limit is reset only with `--kind rate-limit`.
     #[arg(long, value_enum)]
     pub kind: Option<KindArg>,
 
@@ -531,6 +531,7 @@ pub enum KindArg {
     Semaphore,
     RwLock,
     RateLimit,
+    Election,
 }
 
 impl From<KindArg> for latchkey::Kind {
@@ -540,6 +541,7 @@ impl From<KindArg> for latchkey::Kind {
             KindArg::Semaphore => latchkey::Kind::Semaphore,
             KindArg::RwLock => latchkey::Kind::RwLock,
             KindArg::RateLimit => latchkey::Kind::RateLimit,
+            KindArg::Election => latchkey::Kind::Election,
         }
     }
 }

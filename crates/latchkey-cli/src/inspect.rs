@@ -1,5 +1,6 @@
 //! `status`, `list` and `release --force`: looking at every primitive under a
-//! name (locks, semaphores, read-write locks, rate limits) and breaking them.
+//! name (locks, semaphores, read-write locks, rate limits, elections, latches)
+//! and breaking them.
 //!
 //! `--json` prints one object per primitive, its schema in `View` (and the README):
 //! every object has `name`, `kind` and `held`, and the fields of its kind.
@@ -49,6 +50,23 @@ enum What {
         /// GCRA: how far ahead of the clock its state is (0: full capacity).
         ahead_ms: Option<u64>,
     },
+    Election {
+        /// Whether anyone holds the election's lock.
+        held: bool,
+        /// What the leader campaigned with; null until the lock's holder
+        /// proclaimed itself (it just won, or it is another library's holder).
+        leader: Option<String>,
+        term: Option<u64>,
+        /// The lock's lease left: when a leader that stopped renewing is gone.
+        ttl_ms: Option<u64>,
+    },
+    Latch {
+        held: bool,
+        /// Count downs still to come (0: open).
+        left: u64,
+        count: u64,
+        open: bool,
+    },
 }
 
 /// A semaphore's or read-write lock's permits.
@@ -86,6 +104,18 @@ impl View {
                 used: status.used,
                 ahead_ms: status.ahead.map(output::millis),
             },
+            Primitive::Election(status) => What::Election {
+                held: status.held,
+                leader: status.leader.as_ref().map(|l| l.value.clone()),
+                term: status.leader.as_ref().map(|l| l.term),
+                ttl_ms: status.lease_left.map(output::millis),
+            },
+            Primitive::Latch(status) => What::Latch {
+                held: false,
+                left: status.left,
+                count: status.count,
+                open: status.is_open(),
+            },
             _ => return None,
         };
         Some(View {
@@ -96,7 +126,10 @@ impl View {
 
     fn held(&self) -> bool {
         match &self.what {
-            What::Lock { held, .. } | What::RateLimit { held, .. } => *held,
+            What::Lock { held, .. }
+            | What::RateLimit { held, .. }
+            | What::Election { held, .. }
+            | What::Latch { held, .. } => *held,
             What::Semaphore(permits) | What::RwLock(permits) => permits.held,
         }
     }
@@ -131,6 +164,27 @@ impl View {
                     format!("{name}: rate limit ({algorithm}), {used}{full}"),
                     None,
                 )
+            }
+            What::Election {
+                leader,
+                term,
+                ttl_ms,
+                ..
+            } => (
+                format!(
+                    "{name}: election, {}",
+                    election_text(leader, *term, *ttl_ms)
+                ),
+                None,
+            ),
+            What::Latch {
+                left, count, open, ..
+            } => {
+                let state = match open {
+                    true => "open".to_owned(),
+                    false => format!("closed, {left} of {count} count downs to go"),
+                };
+                (format!("{name}: latch of {count}, {state}"), None)
             }
         };
         let Some(permits) = holders.filter(|_| details) else {
@@ -187,6 +241,17 @@ impl View {
                 format!("held by {holder} ({fence}, {left}, {waiters} waiting)")
             }
         }
+    }
+}
+
+/// Who leads, as `status` and `list` say it.
+fn election_text(leader: &Option<String>, term: Option<u64>, ttl_ms: Option<u64>) -> String {
+    let left = ttl_ms.map_or("no expiry".to_owned(), |ms| {
+        format!("{} left", output::human_ms(ms))
+    });
+    match (leader, term) {
+        (Some(leader), Some(term)) => format!("led by {leader:?} (term {term}, {left})"),
+        _ => format!("its lock held by a candidate not proclaimed yet ({left})"),
     }
 }
 
@@ -411,6 +476,8 @@ fn json_kind(kind: Kind) -> &'static str {
         Kind::Semaphore => "semaphore",
         Kind::RwLock => "rw_lock",
         Kind::RateLimit => "rate_limit",
+        Kind::Election => "election",
+        Kind::Latch => "latch",
         _ => "lock",
     }
 }
@@ -459,6 +526,15 @@ impl Broken {
             What::RateLimit { algorithm, .. } => {
                 format!("reset rate limit {name} ({algorithm}): the limit is full again")
             }
+            What::Election { leader, term, .. } => match (leader, term) {
+                (Some(leader), Some(term)) => {
+                    format!("deposed the leader of election {name}: {leader:?} (term {term})")
+                }
+                _ => {
+                    format!("broke election {name}'s lock, held by a candidate not proclaimed yet")
+                }
+            },
+            What::Latch { .. } => format!("latch {name}: nobody holds a latch, nothing broken"),
         }
     }
 }

@@ -325,3 +325,68 @@ fn rw_run_shares_reads_and_writes_alone() {
         assert_eq!(output(&server, args).status.code(), Some(64), "{args:?}");
     }
 }
+
+/// An election's leader and a latch's count show in `status` and `list`, in text
+/// and JSON; `release --force` deposes the leader and leaves the latch alone.
+#[test]
+fn status_list_and_release_see_an_election_and_a_latch() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let leading = hold(
+        &server,
+        &["elect", "nightly", "--value", "host-a"],
+        dir.path(),
+        "leading",
+    );
+    let arrived = output(&server, &["latch", "gate", "--count", "3", "--arrive"]);
+    assert!(arrived.status.success(), "{}", text(&arrived.stderr));
+
+    let out = output(&server, &["status", "nightly"]);
+    assert_eq!(out.status.code(), Some(0), "an election's leader is a hold");
+    let line = text(&out.stdout);
+    assert!(
+        line.starts_with("nightly: election, led by \"host-a\" (term "),
+        "{line}"
+    );
+    let (code, views) = json(&server, &["status", "gate"]);
+    assert_eq!(code, Some(1), "a latch is a count, not a hold");
+    assert_eq!(
+        views,
+        [serde_json::json!({
+            "name": "gate", "kind": "latch", "held": false,
+            "left": 2, "count": 3, "open": false,
+        })]
+    );
+    let out = output(&server, &["list"]);
+    let listed = text(&out.stdout);
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    assert_eq!(
+        lines[0],
+        "gate: latch of 3, closed, 2 of 3 count downs to go"
+    );
+    assert!(
+        lines[1].starts_with("nightly: election, led by"),
+        "{listed}"
+    );
+    let (_, views) = json(&server, &["list"]);
+    let election = &views[0][1];
+    assert_eq!(election["kind"], "election");
+    assert_eq!(election["leader"], "host-a");
+    assert!(
+        election["term"].as_u64().is_some_and(|t| t > 0),
+        "{election}"
+    );
+
+    let out = output(&server, &["release", "nightly", "--force"]);
+    let said = text(&out.stdout);
+    assert!(
+        said.starts_with("deposed the leader of election nightly: \"host-a\""),
+        "{said}"
+    );
+    let out = output(&server, &["release", "gate", "--force"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (_, views) = json(&server, &["status", "gate"]);
+    assert_eq!(views[0]["left"], 2, "the latch was left alone");
+    stop(leading);
+}

@@ -429,7 +429,7 @@ impl Client<RedisStore> {
     /// # Ok(()) }
     /// ```
     pub fn election(&self, name: &str) -> Result<Election> {
-        let key = LockKey::recipe(&self.prefix, name, "elect")?;
+        let key = LockKey::recipe(&self.prefix, name, Kind::Election.companion())?;
         Ok(Election::new(self.store.clone(), key, self.local.clone()))
     }
 
@@ -449,7 +449,7 @@ impl Client<RedisStore> {
     /// # Ok(()) }
     /// ```
     pub fn latch(&self, name: &str, count: u64) -> Result<Latch> {
-        let key = LockKey::recipe(&self.prefix, name, "latch")?;
+        let key = LockKey::recipe(&self.prefix, name, Kind::Latch.companion())?;
         Latch::new(self.store.clone(), key, count)
     }
 

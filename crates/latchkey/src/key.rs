@@ -33,14 +33,21 @@ pub enum Kind {
     RwLock,
     /// A [`RateLimiter`](crate::ratelimit::RateLimiter)'s state.
     RateLimit,
+    /// An [`Election`](crate::election::Election).
+    Election,
+    /// A [`Latch`](crate::latch::Latch) (or a barrier).
+    Latch,
 }
 
 impl Kind {
-    /// The companion kind under which a namespaced primitive keeps its holders.
+    /// The companion under which a namespaced primitive keeps its holders, or a
+    /// recipe its state (an election its lock, a latch its count).
     pub(crate) fn companion(self) -> &'static str {
         match self {
             Kind::Semaphore => "sem",
             Kind::RwLock => "rw",
+            Kind::Election => "elect",
+            Kind::Latch => "latch",
             Kind::Lock | Kind::RateLimit => "",
         }
     }
@@ -52,6 +59,8 @@ impl Kind {
             Kind::Semaphore => "semaphore",
             Kind::RwLock => "rwlock",
             Kind::RateLimit => "ratelimit",
+            Kind::Election => "election",
+            Kind::Latch => "latch",
         }
     }
 }
@@ -63,6 +72,8 @@ impl std::fmt::Display for Kind {
             Kind::Semaphore => "semaphore",
             Kind::RwLock => "read-write lock",
             Kind::RateLimit => "rate limit",
+            Kind::Election => "election",
+            Kind::Latch => "latch",
         })
     }
 }
@@ -240,13 +251,7 @@ impl LockKey {
     /// the name; its own companions (channel, fence, a leader record) hang off that
     /// key, in the same hash slot.
     pub(crate) fn recipe(prefix: &Prefix, name: &str, kind: &str) -> Result<Self> {
-        let key = LockKey::new(prefix, name)?.companion(kind);
-        Ok(LockKey::with_companions(
-            Kind::Lock,
-            [prefix.as_str(), name].concat(),
-            key.clone(),
-            &key,
-        ))
+        Ok(LockKey::new(prefix, name)?.companion_key(kind))
     }
 
     /// The key `key` of the `kind` named `name`, its companions named after

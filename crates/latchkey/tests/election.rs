@@ -365,3 +365,79 @@ async fn a_value_that_could_forge_a_line_is_refused() {
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     assert_eq!(election.leader().await.unwrap(), None);
 }
+
+/// `inspect`, `list_all` and `force_release` see an election (its leader, its term,
+/// its lease) and a latch (its count), beside a lock of the same name; and an
+/// operator breaking the election by kind deposes the leader.
+#[tokio::test]
+async fn inspect_and_list_see_elections_and_latches() {
+    use latchkey::Kind;
+    use latchkey::inspect::Primitive;
+
+    let (_server, client) = common::start().await;
+    let leadership = client
+        .election("nightly")
+        .unwrap()
+        .campaign("host-a")
+        .await
+        .unwrap();
+    let term = leadership.leader().term;
+    let gate = client.latch("gate", 3).unwrap();
+    gate.count_down().await.unwrap();
+    let _lock = client.mutex("nightly").unwrap().lock().await.unwrap();
+
+    let found = client.inspect("nightly").await.unwrap();
+    let kinds: Vec<Kind> = found.iter().map(Primitive::kind).collect();
+    assert_eq!(kinds, [Kind::Lock, Kind::Election], "{found:?}");
+    let Primitive::Election(election) = &found[1] else {
+        unreachable!()
+    };
+    assert_eq!(election.leader, leader("host-a", term));
+    assert!(election.held && found[1].is_held());
+    assert!(
+        election
+            .lease_left
+            .is_some_and(|left| left > Duration::ZERO)
+    );
+
+    let found = client.inspect("gate").await.unwrap();
+    let [Primitive::Latch(latch)] = found.as_slice() else {
+        panic!("{found:?}")
+    };
+    assert_eq!((latch.left, latch.count, latch.is_open()), (2, 3, false));
+    assert!(!found[0].is_held(), "a latch is a count, not a hold");
+
+    let listed: Vec<(String, Kind)> = client
+        .list_all("*")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(name, found)| (name, found.kind()))
+        .collect();
+    let expected = [
+        ("gate", Kind::Latch),
+        ("nightly", Kind::Lock),
+        ("nightly", Kind::Election),
+    ];
+    assert_eq!(
+        listed,
+        expected.map(|(name, kind)| (name.to_owned(), kind)),
+        "{listed:?}"
+    );
+
+    let broken = client.force_release("nightly", Kind::Election).await;
+    let Ok(Some(Primitive::Election(was))) = broken else {
+        panic!("{broken:?}")
+    };
+    assert_eq!(was.leader, leader("host-a", term));
+    let election = client.election("nightly").unwrap();
+    assert_eq!(election.status().await.unwrap().leader, None);
+    // The lock of the same name is untouched.
+    assert!(client.mutex("nightly").unwrap().is_locked().await.unwrap());
+    let latch = client.force_release("gate", Kind::Latch).await;
+    assert!(
+        matches!(&latch, Err(Error::InvalidArgument(m)) if m.contains("cannot be broken")),
+        "{latch:?}"
+    );
+    drop(leadership);
+}

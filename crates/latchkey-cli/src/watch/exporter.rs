@@ -234,7 +234,14 @@ impl Exporter {
             "gauge",
             "Names in use, by kind (held, waited for, or rate-limit state).",
         );
-        for kind in [Kind::Lock, Kind::Semaphore, Kind::RwLock, Kind::RateLimit] {
+        for kind in [
+            Kind::Lock,
+            Kind::Semaphore,
+            Kind::RwLock,
+            Kind::RateLimit,
+            Kind::Election,
+            Kind::Latch,
+        ] {
             let count = rows.iter().filter(|r| r.kind == kind).count();
             out.sample(header, &[("kind", kind_label(kind))], count as f64);
         }
@@ -267,7 +274,11 @@ impl Exporter {
     /// A series per name for the `--max-names` names that matter most: the longest
     /// lines, then the oldest holds.
     fn per_name(&self, out: &mut Text, rows: &[Row]) {
-        let mut named: Vec<&Row> = rows.iter().filter(|r| r.kind != Kind::RateLimit).collect();
+        // Holds and lines: not a rate limit's count, nor a latch's.
+        let mut named: Vec<&Row> = rows
+            .iter()
+            .filter(|r| !matches!(r.kind, Kind::RateLimit | Kind::Latch))
+            .collect();
         named.sort_by(|a, b| {
             b.waiters
                 .cmp(&a.waiters)

@@ -147,6 +147,19 @@ impl Row {
                 row.used = status.used;
                 row.ahead = status.ahead;
             }
+            // The leader as the holder, its term as the fence (both only grow).
+            Primitive::Election(status) => {
+                row.holder = Some(status.leader.as_ref().map_or_else(
+                    || "a candidate, not proclaimed".to_owned(),
+                    |leader| leader.value.clone(),
+                ));
+                row.fence = status.leader.as_ref().map(|leader| leader.term);
+                row.left = status.lease_left;
+            }
+            // Count downs landed, of the count.
+            Primitive::Latch(status) => {
+                row.permits = Some((status.count - status.left, Some(status.count)));
+            }
             _ => {}
         }
         row
@@ -188,6 +201,8 @@ pub fn kind_label(kind: Kind) -> &'static str {
         Kind::Semaphore => "semaphore",
         Kind::RwLock => "rw_lock",
         Kind::RateLimit => "rate_limit",
+        Kind::Election => "election",
+        Kind::Latch => "latch",
         _ => "other",
     }
 }

@@ -69,6 +69,9 @@ const PROCLAIM_GRACE: Duration = Duration::from_millis(100);
 /// ```
 pub const MAX_VALUE_LEN: usize = 64 * 1024;
 
+/// The companion of an election's lock that holds its leader record.
+pub(crate) const LEADER_RECORD: &str = "leader";
+
 /// Who leads: the value it campaigned with, and its term.
 ///
 /// ```
@@ -86,6 +89,54 @@ pub struct Leader {
 impl std::fmt::Display for Leader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} (term {})", self.value, self.term)
+    }
+}
+
+/// An election as it stands, read without writing: who leads, and how long its
+/// lock's lease has left. What [`Client::inspect`](crate::Client::inspect) finds
+/// of an election ([`Primitive::Election`](crate::inspect::Primitive::Election)).
+///
+/// ```
+/// let status = latchkey::election::ElectionStatus::default();
+/// assert!(status.leader.is_none() && !status.held);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ElectionStatus {
+    /// The leader, once the lock's holder proclaimed itself.
+    pub leader: Option<Leader>,
+    /// Whether anyone holds the election's lock: a leader, a candidate that just
+    /// won and has not proclaimed yet, or another library's holder.
+    pub held: bool,
+    /// What is left of the lock's lease: when a leader that stopped renewing is
+    /// gone. `None` when the lock is free, or held without expiry.
+    pub lease_left: Option<Duration>,
+}
+
+impl ElectionStatus {
+    /// From `look/election.lua`'s reply `{state, pttl, term, value}` for the
+    /// election `name`.
+    pub(crate) fn from_reply(
+        (state, pttl, term, value): (u8, i64, String, String),
+        name: &str,
+    ) -> Result<Self> {
+        let lease_left = u64::try_from(pttl).ok().map(Duration::from_millis);
+        let leader = match state {
+            1 => Some(Leader {
+                term: term.parse().map_err(|_| {
+                    Error::InvalidArgument(format!(
+                        "the leader record of {name:?} holds the term {term:?}, not a number"
+                    ))
+                })?,
+                value,
+            }),
+            _ => None,
+        };
+        Ok(ElectionStatus {
+            leader,
+            held: state != 0,
+            lease_left,
+        })
     }
 }
 
@@ -276,7 +327,26 @@ impl Election {
     /// # Ok(()) }
     /// ```
     pub async fn leader(&self) -> Result<Option<Leader>> {
-        Ok(self.record.read().await?.leader)
+        Ok(self.status().await?.leader)
+    }
+
+    /// The election as it stands, in one read: who leads, whether anyone holds
+    /// its lock, how long that lock's lease has left.
+    ///
+    /// # Errors
+    ///
+    /// As [`leader`](Self::leader).
+    ///
+    /// ```no_run
+    /// # async fn demo(election: latchkey::election::Election) -> latchkey::Result<()> {
+    /// let status = election.status().await?;
+    /// if status.held && status.leader.is_none() {
+    ///     println!("a candidate just won and has not proclaimed itself yet");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn status(&self) -> Result<ElectionStatus> {
+        self.record.read().await
     }
 
     /// Follows the leader: each [`Observer::changed`] returns the leader once it

@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use futures_util::stream::{self, Stream};
 
+use super::ElectionStatus;
 use super::Leader;
-use super::record::{Reading, Record};
+use super::record::Record;
 use crate::error::Result;
 use crate::store::WakeUps;
 use crate::token::OwnerToken;
@@ -107,7 +108,7 @@ impl Observer {
 
 /// When to read again without being told: when the leader's lease would end, and
 /// at most `bound` from now (see [`Watch::recheck_within`](crate::store::Watch)).
-fn recheck_after(reading: &Reading, bound: Duration) -> Duration {
+fn recheck_after(reading: &ElectionStatus, bound: Duration) -> Duration {
     reading
         .lease_left
         .map_or(bound, |left| (left + PAST_THE_LEASE).min(bound))
@@ -121,9 +122,9 @@ mod tests {
     fn an_observer_reads_again_when_the_lease_would_end_and_within_its_bounds() {
         // A subscribed watch's bound, and an unsubscribed one's.
         let (subscribed, unsubscribed) = (Duration::from_secs(10), Duration::from_secs(1));
-        let reading = |ms| Reading {
-            leader: None,
+        let reading = |ms| ElectionStatus {
             lease_left: Some(Duration::from_millis(ms)),
+            ..ElectionStatus::default()
         };
         assert_eq!(
             recheck_after(&reading(300), subscribed),
@@ -131,10 +132,7 @@ mod tests {
         );
         assert_eq!(recheck_after(&reading(30_000), subscribed), subscribed);
         assert_eq!(recheck_after(&reading(30_000), unsubscribed), unsubscribed);
-        let free = Reading {
-            leader: None,
-            lease_left: None,
-        };
+        let free = ElectionStatus::default();
         assert_eq!(recheck_after(&free, subscribed), subscribed);
     }
 }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::election::Leader;
-use crate::error::{Error, Result};
+use crate::election::{ElectionStatus, Leader};
+use crate::error::Result;
 use crate::key::LockKey;
 use crate::scripts;
 use crate::store::RedisStore;
@@ -21,19 +21,9 @@ pub(crate) struct Record {
     record: LockKey,
 }
 
-/// What a read of the record found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Reading {
-    /// The leader, if the lock's holder proclaimed itself.
-    pub(crate) leader: Option<Leader>,
-    /// The lock's lease left: when a leader that stopped renewing is gone. `None`
-    /// when the lock is free, or held without expiry.
-    pub(crate) lease_left: Option<Duration>,
-}
-
 impl Record {
     pub(crate) fn new(store: RedisStore, lock: LockKey) -> Self {
-        let record = lock.companion_key("leader");
+        let record = lock.companion_key(super::LEADER_RECORD);
         Record {
             store,
             lock,
@@ -89,28 +79,11 @@ impl Record {
     }
 
     /// Who leads now, and for how long at least if it stops renewing.
-    pub(crate) async fn read(&self) -> Result<Reading> {
+    pub(crate) async fn read(&self) -> Result<ElectionStatus> {
         let mut call = scripts::ELECTION_LEADER.prepare_invoke();
         call.key(self.lock.as_str()).key(self.record.as_str());
-        let (state, pttl, term, value): (u8, i64, String, String) =
-            self.store.run(&call, &self.lock).await?;
-        let lease_left = u64::try_from(pttl).ok().map(Duration::from_millis);
-        if state != 1 {
-            return Ok(Reading {
-                leader: None,
-                lease_left,
-            });
-        }
-        let term = term.parse().map_err(|_| {
-            Error::InvalidArgument(format!(
-                "the leader record of {:?} holds the term {term:?}, not a number",
-                self.lock.name()
-            ))
-        })?;
-        Ok(Reading {
-            leader: Some(Leader { value, term }),
-            lease_left,
-        })
+        let reply = self.store.run(&call, &self.lock).await?;
+        ElectionStatus::from_reply(reply, self.lock.name())
     }
 }
 

@@ -18,8 +18,10 @@ mod survey;
 pub use survey::{Budget, Refreshed, Sighting, Survey, Surveyed};
 
 use crate::client::Client;
-use crate::error::Result;
+use crate::election::ElectionStatus;
+use crate::error::{Error, Result};
 use crate::key::{Kind, LockKey};
+use crate::latch::LatchStatus;
 use crate::ratelimit::RateLimitStatus;
 use crate::semaphore::{PermitStore, SemaphoreStatus};
 use crate::store::{LockStatus, RedisStore};
@@ -44,6 +46,10 @@ pub enum Primitive {
     RwLock(SemaphoreStatus),
     /// A [`RateLimiter`](crate::ratelimit::RateLimiter)'s state.
     RateLimit(RateLimitStatus),
+    /// An [`Election`](crate::election::Election) whose lock is held: its leader.
+    Election(ElectionStatus),
+    /// A [`Latch`](crate::latch::Latch) counted down at least once.
+    Latch(LatchStatus),
 }
 
 impl Primitive {
@@ -59,11 +65,14 @@ impl Primitive {
             Primitive::Semaphore(_) => Kind::Semaphore,
             Primitive::RwLock(_) => Kind::RwLock,
             Primitive::RateLimit(_) => Kind::RateLimit,
+            Primitive::Election(_) => Kind::Election,
+            Primitive::Latch(_) => Kind::Latch,
         }
     }
 
-    /// Whether someone holds it: a lock's holder, a live permit. A rate limit is
-    /// never held: its state is a count, not a hold.
+    /// Whether someone holds it: a lock's holder, a live permit, an election's
+    /// lock. A rate limit or a latch is never held: its state is a count, not a
+    /// hold.
     ///
     /// ```
     /// # use latchkey::{inspect::Primitive, semaphore::SemaphoreStatus};
@@ -73,7 +82,8 @@ impl Primitive {
         match self {
             Primitive::Lock(status) => status.is_held(),
             Primitive::Semaphore(status) | Primitive::RwLock(status) => status.is_held(),
-            Primitive::RateLimit(_) => false,
+            Primitive::Election(status) => status.held,
+            Primitive::RateLimit(_) | Primitive::Latch(_) => false,
         }
     }
 
@@ -84,7 +94,8 @@ impl Primitive {
             Primitive::Semaphore(status) | Primitive::RwLock(status) => {
                 status.is_held() || status.waiters > 0
             }
-            Primitive::RateLimit(_) => true,
+            Primitive::Election(status) => status.held || status.leader.is_some(),
+            Primitive::RateLimit(_) | Primitive::Latch(_) => true,
         }
     }
 }
@@ -93,7 +104,8 @@ impl Primitive {
 impl Client<RedisStore> {
     /// Everything latchkey keeps under `name` now: a lock (held, waited for, or
     /// with a fencing counter left from an earlier hold), a semaphore, a read-write
-    /// lock, rate-limit state. Read atomically, in one round trip. Empty when the
+    /// lock, rate-limit state, an election whose lock is held, a latch. Read
+    /// atomically, in one round trip. Empty when the
     /// name has nothing; a key of `name` that holds something other than a lock
     /// (another application's hash …) is not reported as a lock.
     ///
@@ -124,7 +136,7 @@ impl Client<RedisStore> {
     /// Every name under this client's prefix matching `pattern` (Redis glob
     /// syntax, `*` for all) that something holds or waits for, with what:
     /// locks (latchkey's and other libraries'), semaphores, read-write locks,
-    /// rate-limit state. Sorted by name. Uses SCAN (three passes, on a cluster on
+    /// rate-limit state, elections, latches. Sorted by name. Uses SCAN (three passes, on a cluster on
     /// every primary), never KEYS, then reads each name as [`inspect`](Self::inspect)
     /// does: the list is not one snapshot, and a name whose keys change type in
     /// between is left out. Any string key under the prefix looks like a lock from
@@ -177,13 +189,17 @@ impl Client<RedisStore> {
     /// [`Mutex::force_release`](crate::Mutex::force_release); every permit of a
     /// semaphore or read-write lock (their holders' next renewal finds the lease
     /// lost, the line is served at once); a rate limit's state (the limit is full
-    /// again). For an operator clearing what a dead process left, never for normal
+    /// again); an election's leader, deposed as
+    /// [`Election::force_release`](crate::election::Election::force_release) does.
+    /// For an operator clearing what a dead process left, never for normal
     /// releases.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid
-    /// name, and the errors a reply can carry. Not retried.
+    /// name, or for a latch (nobody holds a latch: it opens at its last count
+    /// down, and its key expires on its own), and the errors a reply can carry.
+    /// Not retried.
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
@@ -231,6 +247,16 @@ impl Client<RedisStore> {
                     .await?
                     .map(Primitive::RateLimit))
             }
+            Kind::Election => {
+                let election = self.election(name)?;
+                let was = election.status().await?;
+                election.force_release().await?;
+                Ok(was.held.then_some(Primitive::Election(was)))
+            }
+            Kind::Latch => Err(Error::InvalidArgument(format!(
+                "latch {name:?} cannot be broken: nobody holds a latch (it opens at its last \
+                 count down, and its key expires on its own)"
+            ))),
         }
     }
 }

@@ -3,8 +3,10 @@
 use std::time::Duration;
 
 use super::Primitive;
+use crate::election::{ElectionStatus, LEADER_RECORD};
 use crate::error::Result;
 use crate::key::{Kind, LockKey};
+use crate::latch::LatchStatus;
 use crate::ratelimit::RateLimitStatus;
 use crate::scripts;
 use crate::semaphore::{PERMITS, PermitsReply, SemaphoreStatus};
@@ -14,13 +16,15 @@ use crate::store::{LockReply, LockStatus, RedisStore};
 /// fixed window, cooldown, sliding window (log, tally), GCRA.
 const RATE_COMPANIONS: [&str; 5] = ["rate", "cooldown", "log", "tally", "gcra"];
 
-/// `status.lua`'s reply: lock, semaphore, read-write lock, and `(algorithm, pttl,
-/// used)` for each rate limiter's state.
+/// `status.lua`'s reply: lock, semaphore, read-write lock, `(algorithm, pttl,
+/// used)` for each rate limiter's state, election, latch.
 type StatusReply = (
     Option<LockReply>,
     Option<PermitsReply>,
     Option<PermitsReply>,
     Vec<(String, i64, i64)>,
+    Option<(u8, i64, String, String)>,
+    Option<(i64, i64)>,
 );
 
 /// Everything under the plain (lock) key `key`, as primitives; a lock only when
@@ -38,8 +42,14 @@ pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primit
     for kind in RATE_COMPANIONS {
         call.key(key.companion(kind));
     }
+    // The recipes' keys, as `Client::election` and `Client::latch` name them.
+    let election = key.companion_key(Kind::Election.companion());
+    call.key(election.as_str())
+        .key(election.companion(LEADER_RECORD))
+        .key(key.companion(Kind::Latch.companion()));
     call.arg(SemaphoreStatus::HOLDERS_SHOWN);
-    let (lock, semaphore, rw_lock, rates): StatusReply = store.run(&call, key).await?;
+    let (lock, semaphore, rw_lock, rates, election_reply, latch): StatusReply =
+        store.run(&call, key).await?;
     let lock = lock
         .map(LockStatus::from_reply)
         .filter(|status| status.is_held() || status.fence.is_some() || status.waiters > 0);
@@ -56,7 +66,21 @@ pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primit
             algorithm,
         })
     });
-    Ok(found.chain(semaphore).chain(rw_lock).chain(rates).collect())
+    let election = election_reply
+        .map(|reply| ElectionStatus::from_reply(reply, election.name()))
+        .transpose()?
+        .filter(|status| status.held)
+        .map(Primitive::Election);
+    let latch = latch
+        .and_then(LatchStatus::from_reply)
+        .map(Primitive::Latch);
+    Ok(found
+        .chain(semaphore)
+        .chain(rw_lock)
+        .chain(rates)
+        .chain(election)
+        .chain(latch)
+        .collect())
 }
 
 /// Deletes every rate limiter's state under `key`; returns what there was (the

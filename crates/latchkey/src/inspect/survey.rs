@@ -579,6 +579,12 @@ fn holds_of(primitive: &Primitive) -> Vec<String> {
                 .map(|h| format!("{kind} {}", h.owner))
                 .collect()
         }
+        // A leadership by its term: a new leader is a new hold.
+        Primitive::Election(status) => status
+            .leader
+            .iter()
+            .map(|leader| format!("{kind} {}", leader.term))
+            .collect(),
         _ => vec![kind.to_string()],
     }
 }

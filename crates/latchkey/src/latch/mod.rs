@@ -89,6 +89,42 @@ pub struct CountedDown {
     pub opened: bool,
 }
 
+/// A latch as it stands, read without writing: what
+/// [`Client::inspect`](crate::Client::inspect) finds of a latch
+/// ([`Primitive::Latch`](crate::inspect::Primitive::Latch)) once it was counted
+/// down.
+///
+/// ```
+/// let status = latchkey::latch::LatchStatus { left: 0, count: 3 };
+/// assert!(status.is_open());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LatchStatus {
+    /// The count left (0: open).
+    pub left: u64,
+    /// The count it was made with.
+    pub count: u64,
+}
+
+impl LatchStatus {
+    /// Whether the latch is open (its last count down landed).
+    ///
+    /// ```
+    /// assert!(!latchkey::latch::LatchStatus { left: 1, count: 3 }.is_open());
+    /// ```
+    pub fn is_open(&self) -> bool {
+        self.left == 0
+    }
+
+    /// From `look/latch.lua`'s reply `{left, count}`; `None` for no latch.
+    pub(crate) fn from_reply((left, count): (i64, i64)) -> Option<Self> {
+        Some(LatchStatus {
+            left: u64::try_from(left).ok()?,
+            count: u64::try_from(count).ok()?,
+        })
+    }
+}
+
 impl Latch {
     pub(crate) fn new(store: RedisStore, key: LockKey, count: u64) -> Result<Self> {
         if count == 0 || count > MAX_COUNT {
@@ -185,14 +221,14 @@ impl Latch {
     pub async fn left(&self) -> Result<u64> {
         let mut call = scripts::LATCH_LOOK.prepare_invoke();
         call.key(self.key.as_str());
-        let (left, count): (i64, i64) = self.store.run(&call, &self.key).await?;
-        let (Ok(left), Ok(count)) = (u64::try_from(left), u64::try_from(count)) else {
+        let reply = self.store.run(&call, &self.key).await?;
+        let Some(status) = LatchStatus::from_reply(reply) else {
             return Ok(self.count);
         };
-        if count != self.count {
-            return Err(self.count_error(count));
+        if status.count != self.count {
+            return Err(self.count_error(status.count));
         }
-        Ok(left)
+        Ok(status.left)
     }
 
     /// Waits until the latch is open.

@@ -107,7 +107,7 @@ pub(crate) static INSPECT: LazyLock<Script> = LazyLock::new(|| {
 });
 
 /// A read-only snapshot of everything under one name: lock, semaphore, read-write
-/// lock, rate limits.
+/// lock, rate limits, election, latch.
 pub(crate) static STATUS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("lock/clock.lua"),
@@ -115,6 +115,12 @@ pub(crate) static STATUS: LazyLock<Script> = LazyLock::new(|| {
         include_str!("look/lock.lua"),
         "\n",
         include_str!("look/permits.lua"),
+        "\n",
+        include_str!("election/record.lua"),
+        "\n",
+        include_str!("look/election.lua"),
+        "\n",
+        include_str!("look/latch.lua"),
         "\n",
         include_str!("status.lua")
     ))
@@ -237,12 +243,25 @@ pub(crate) static ELECTION_PROCLAIM: LazyLock<Script> = election_script!("procla
 pub(crate) static ELECTION_RESIGN: LazyLock<Script> = election_script!("resign.lua");
 
 /// Read who leads, without writing.
-pub(crate) static ELECTION_LEADER: LazyLock<Script> = election_script!("leader.lua");
+pub(crate) static ELECTION_LEADER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("election/record.lua"),
+        "\n",
+        include_str!("look/election.lua"),
+        "\n",
+        include_str!("election/leader.lua")
+    ))
+});
 
 /// Count a latch down; the last count opens it and tells its waiters.
 pub(crate) static LATCH_COUNT_DOWN: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("latch/count_down.lua")));
 
 /// Read a latch without writing.
-pub(crate) static LATCH_LOOK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("latch/look.lua")));
+pub(crate) static LATCH_LOOK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("look/latch.lua"),
+        "\n",
+        include_str!("latch/look.lua")
+    ))
+});

@@ -1,6 +1,6 @@
 -- Everything latchkey keeps under one name, read at once and without writing, for
--- `latchkey status` and `latchkey list`. Needs clock.lua, look/lock.lua and
--- look/permits.lua.
+-- `latchkey status` and `latchkey list`. Needs clock.lua, look/lock.lua,
+-- look/permits.lua, election/record.lua, look/election.lua and look/latch.lua.
 --
 -- KEYS[1..3]    the lock, its fencing counter, its wait queue.
 -- KEYS[4..7]    a semaphore of the name: its holders, fencing counter, wait queue
@@ -8,9 +8,11 @@
 -- KEYS[8..11]   the same for a read-write lock of the name.
 -- KEYS[12..16]  a rate limiter's state, one key per algorithm: fixed window,
 --               cooldown, sliding window (log, tally), GCRA.
+-- KEYS[17..18]  an election of the name: its lock and its leader record.
+-- KEYS[19]      a latch of the name.
 -- ARGV[1]       the most holders of a semaphore or read-write lock to list.
 --
--- Returns {lock, semaphore, read-write lock, rate limits}:
+-- Returns {lock, semaphore, read-write lock, rate limits, election, latch}:
 --   lock         lock_status (look/lock.lua), or false when a key of it holds another
 --                type (another application's data, not a lock);
 --   semaphore,   permits_status (look/permits.lua), or false (also when a key of it
@@ -19,7 +21,11 @@
 --                algorithm with state (switching algorithms leaves the old state to
 --                expire). `used`: cost units counted now (a fixed window's count,
 --                the sliding log's total, 1 in a cooldown), or for GCRA how far
---                its TAT is ahead of the server clock, in µs; -1 if unreadable.
+--                its TAT is ahead of the server clock, in µs; -1 if unreadable;
+--   election     election_status (look/election.lua), or false when its keys hold
+--                another type;
+--   latch        latch_status (look/latch.lua), or false when its key holds
+--                something that is not a count.
 
 local now_us, now = server_time()
 local limit = tonumber(ARGV[1])
@@ -66,4 +72,6 @@ return {
   unless_foreign(permits_status, KEYS[4], KEYS[5], KEYS[6], KEYS[7], now, limit),
   unless_foreign(permits_status, KEYS[8], KEYS[9], KEYS[10], KEYS[11], now, limit),
   rates,
+  unless_foreign(election_status, KEYS[17], KEYS[18]),
+  unless_foreign(latch_status, KEYS[19]),
 }
