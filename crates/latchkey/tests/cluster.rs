@@ -420,13 +420,7 @@ async fn list_all_finds_semaphores_and_rate_limits_on_every_primary() {
         )
         .unwrap();
     assert!(limiter.check(1).await.unwrap().allowed);
-    let listed: Vec<(String, latchkey::Kind)> = client
-        .list_all("*")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(name, found)| (name, found.kind()))
-        .collect();
+    let listed = common::listed(&client, "*").await;
     let mut expected: Vec<_> = names
         .iter()
         .map(|name| (name.clone(), latchkey::Kind::Semaphore))

@@ -407,13 +407,7 @@ async fn inspect_and_list_see_elections_and_latches() {
     assert_eq!((latch.left, latch.count, latch.is_open()), (2, 3, false));
     assert!(!found[0].is_held(), "a latch is a count, not a hold");
 
-    let listed: Vec<(String, Kind)> = client
-        .list_all("*")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(name, found)| (name, found.kind()))
-        .collect();
+    let listed = common::listed(&client, "*").await;
     let expected = [
         ("gate", Kind::Latch),
         ("nightly", Kind::Lock),

@@ -703,13 +703,7 @@ async fn inspect_list_and_force_release_see_every_primitive() {
     }
     assert!(client.inspect("nothing").await.unwrap().is_empty());
 
-    let listed: Vec<(String, Kind)> = client
-        .list_all("*")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(name, found)| (name, found.kind()))
-        .collect();
+    let listed = common::listed(&client, "*").await;
     let expected = [
         ("config", Kind::RwLock),
         ("job", Kind::Lock),

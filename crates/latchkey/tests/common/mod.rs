@@ -23,6 +23,17 @@ pub fn renewed(client: &Client, name: &str, ttl: Duration) -> Mutex {
         .with_lease(Lease::renewed(ttl).unwrap())
 }
 
+/// What `client.list_all(pattern)` finds: each name with the kind found there.
+pub async fn listed(client: &Client, pattern: &str) -> Vec<(String, latchkey::Kind)> {
+    client
+        .list_all(pattern)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(name, found)| (name, found.kind()))
+        .collect()
+}
+
 /// A fresh server and a client of it. Keep the server alive as long as the test.
 pub async fn start() -> (latchkey_testkit::RedisServer, Client) {
     let server = latchkey_testkit::RedisServer::start().unwrap();
