@@ -435,3 +435,44 @@ async fn inspect_and_list_see_elections_and_latches() {
     );
     drop(leadership);
 }
+
+/// Keys another program wrote under an election's or a latch's names (a leader
+/// record whose term is no number, a latch count past its count) hide what they
+/// garble, never the rest of the list.
+#[tokio::test]
+async fn a_garbled_election_or_latch_does_not_fail_the_list() {
+    use latchkey::Kind;
+
+    let (server, client) = common::start().await;
+    let mut raw = common::connect(&server.url()).await;
+    let holder = "another-library";
+    let sha: String = redis::cmd("EVAL")
+        .arg("return redis.sha1hex(ARGV[1])")
+        .arg(0)
+        .arg(holder)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let _: () = redis::pipe()
+        .set("{odd}:lk:elect", holder)
+        .set(
+            "{odd}:lk:elect:lk:leader",
+            format!("{sha}:99999999999999999999999:x"),
+        )
+        .set("{gate}:lk:latch", "5:3")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let listed = common::listed(&client, "*").await;
+    let expected = [("gate", Kind::Latch), ("odd", Kind::Election)];
+    assert_eq!(
+        listed,
+        expected.map(|(n, k)| (n.to_owned(), k)),
+        "{listed:?}"
+    );
+    let found = client.inspect("odd").await.unwrap();
+    let [latchkey::inspect::Primitive::Election(odd)] = found.as_slice() else {
+        panic!("{found:?}")
+    };
+    assert!(odd.held && odd.leader.is_none(), "{odd:?}");
+}

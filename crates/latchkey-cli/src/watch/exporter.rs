@@ -218,14 +218,10 @@ impl Exporter {
             &[],
             held_locks as u64,
         );
-        let oldest = rows
-            .iter()
-            .filter(|r| r.is_held())
-            .map(|r| r.held_for)
-            .max();
+        let oldest = super::oldest_hold(rows);
         out.seconds(
             "latchkey_state_oldest_hold_seconds",
-            "The oldest hold of a lock, semaphore or read-write lock, as long as this exporter has seen it (a lower bound).",
+            "The oldest hold of a lock, semaphore or read-write lock, as long as this exporter has seen it (a lower bound); not a leadership, which is meant to last.",
             &[],
             oldest.unwrap_or_default(),
         );

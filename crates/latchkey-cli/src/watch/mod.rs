@@ -151,14 +151,15 @@ impl Row {
             Primitive::Election(status) => {
                 row.holder = Some(status.leader.as_ref().map_or_else(
                     || "a candidate, not proclaimed".to_owned(),
-                    |leader| leader.value.clone(),
+                    |leader| printable(&leader.value),
                 ));
                 row.fence = status.leader.as_ref().map(|leader| leader.term);
                 row.left = status.lease_left;
             }
             // Count downs landed, of the count.
             Primitive::Latch(status) => {
-                row.permits = Some((status.count - status.left, Some(status.count)));
+                // Saturating: the key may hold anything another program wrote.
+                row.permits = Some((status.count.saturating_sub(status.left), Some(status.count)));
             }
             _ => {}
         }
@@ -188,6 +189,27 @@ impl Row {
     pub fn is_held(&self) -> bool {
         self.holder.is_some()
     }
+}
+
+/// The oldest hold among `rows`, as long as this view has seen it: of a lock, a
+/// semaphore or a read-write lock; not a leadership, which is meant to last (an
+/// alert on old holds would fire on every healthy leader).
+pub fn oldest_hold(rows: &[Row]) -> Option<Duration> {
+    rows.iter()
+        .filter(|r| r.is_held() && r.kind != Kind::Election)
+        .map(|r| r.held_for)
+        .max()
+}
+
+/// `text` (a leader's value: anything a candidate campaigned with) safe to draw in
+/// a terminal: control characters replaced.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| match c.is_control() {
+            true => char::REPLACEMENT_CHARACTER,
+            false => c,
+        })
+        .collect()
 }
 
 fn plural(n: u64) -> &'static str {

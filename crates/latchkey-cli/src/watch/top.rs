@@ -288,11 +288,7 @@ impl View {
         let locks: Vec<&Row> = rows.iter().filter(|r| r.kind == Kind::Lock).collect();
         let held = locks.iter().filter(|r| r.is_held()).count();
         let lock_waiters: u64 = locks.iter().map(|r| r.waiters).sum();
-        let oldest = rows
-            .iter()
-            .filter(|r| r.is_held())
-            .map(|r| r.held_for)
-            .max();
+        let oldest = super::oldest_hold(rows);
         let pools: Vec<&Row> = rows
             .iter()
             .filter(|r| matches!(r.kind, Kind::Semaphore | Kind::RwLock))

@@ -14,9 +14,10 @@
 //! Not checked while a fault hit Redis or the network (a restart, a failover or a
 //! stall may drop the line or the waiter's lease), or until [`SETTLED_AFTER_US`]
 //! after it (a waiter whose connection the fault broke retries with backoff, out of
-//! line, while others already take the lock), or while an operator broke the lock or
-//! `a`'s process was paused (it stopped renewing its place): from `a`'s start to its
-//! end.
+//! line, while others already take the lock), or while an operator broke the lock, a
+//! clock jump ended leases (a lock handed to `a` may end before `a` hears of it, and
+//! `a` queues again, at the back) or `a`'s process was paused (it stopped renewing its
+//! place): from `a`'s start to its end.
 
 use std::collections::HashMap;
 
@@ -117,7 +118,8 @@ fn disturbed(history: &History, waiter: &Attempt) -> bool {
     let (from, to) = (waiter.start_us, waiter.end_us);
     paused(history, waiter.holder.worker, from, to)
         || history.facts.faults.iter().any(|window| {
-            (window.fault.hits_redis() || window.fault == Fault::ForceRelease)
+            (window.fault.hits_redis()
+                || matches!(window.fault, Fault::ForceRelease | Fault::ClockJump))
                 && window.from_us <= to
                 && from <= window.to_us + SETTLED_AFTER_US
         })

@@ -249,9 +249,17 @@ impl Client<RedisStore> {
             }
             Kind::Election => {
                 let election = self.election(name)?;
-                let was = election.status().await?;
-                election.force_release().await?;
-                Ok(was.held.then_some(Primitive::Election(was)))
+                // Who led just before; whether anyone held the lock, as the break
+                // found it.
+                let before = election.status().await.unwrap_or_default();
+                let broken = election.force_release().await?;
+                Ok(broken.map(|lock| {
+                    Primitive::Election(ElectionStatus {
+                        leader: before.leader,
+                        held: true,
+                        lease_left: lock.ttl,
+                    })
+                }))
             }
             Kind::Latch => Err(Error::InvalidArgument(format!(
                 "latch {name:?} cannot be broken: nobody holds a latch (it opens at its last \

@@ -66,9 +66,15 @@ pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primit
             algorithm,
         })
     });
+    // A record whose term is no number (written by something else) hides the
+    // leader, not the name: `list` goes on.
     let election = election_reply
-        .map(|reply| ElectionStatus::from_reply(reply, election.name()))
-        .transpose()?
+        .map(|reply| {
+            ElectionStatus::from_reply(reply.clone(), election.name()).unwrap_or(ElectionStatus {
+                held: reply.0 != 0,
+                ..ElectionStatus::default()
+            })
+        })
         .filter(|status| status.held)
         .map(Primitive::Election);
     let latch = latch
