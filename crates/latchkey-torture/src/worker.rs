@@ -41,7 +41,7 @@ const RENEWED_SHARE: f64 = 0.05;
 const ON_GRANT_SHARE: f64 = 0.25;
 /// Share of lock acquisitions in fair (strict FIFO) mode, beside plain ones on the
 /// same locks: the fair first try, the fair head of the line and the handovers to
-/// it (never on a quorum, which refuses fair locks).
+/// it (never on a quorum, which refuses fair locks, nor in a multi-lock).
 const FAIR_SHARE: f64 = 0.25;
 /// Share of sections that ask for the fencing token as soon as they hold the lock;
 /// a fenced section asks just before its write (after its hold, maybe after a
@@ -506,7 +506,13 @@ async fn multi_loop<S: Pass + WakeUps>(shared: Shared<S>, mut holder: Holder) {
         let lease = Held::pick(&mut rng);
         let Some(mutexes) = picked
             .iter()
-            .map(|&l| lock(&shared, l, lease, &mut rng).map(|(mutex, _)| mutex))
+            // Plain: a multi-lock of fair locks may go back to waiting round after
+            // round while others queue (the `multilock` module's docs say so), which
+            // the liveness check would rightly report.
+            .map(|&l| {
+                lock(&shared, l, lease, &mut rng)
+                    .map(|(mutex, _)| mutex.with_fairness(Fairness::Plain))
+            })
             .collect::<Option<Vec<_>>>()
         else {
             return;
