@@ -104,7 +104,7 @@ pub async fn run(args: WorkerArgs) {
         };
     }
     match args.workload {
-        Workload::Mutex => run_with(client, args, lock).await,
+        Workload::Mutex => run_with(client, args, fair_or_plain).await,
         Workload::Semaphore => run_with(client, args, permits_of).await,
         Workload::RwLock => run_with(client, args, side_of).await,
         Workload::RateLimit => run_tasks(client, args, call_loop).await,
@@ -141,15 +141,25 @@ fn lock<S: Pass + WakeUps>(
         true => Fencing::OnGrant,
         false => Fencing::OnDemand,
     };
-    let fairness =
-        match shared.client.store().deployment() != "quorum" && rng.random_bool(FAIR_SHARE) {
-            true => Fairness::Fair,
-            false => Fairness::Plain,
-        };
-    let mutex = mutex(shared, l, held, rng)?
-        .with_fencing(fencing)
-        .with_fairness(fairness);
+    let mutex = mutex(shared, l, held, rng)?.with_fencing(fencing);
     Some((mutex, 1))
+}
+
+/// The lock `torture:{l}` as [`lock`] makes it, fair a [`FAIR_SHARE`] of the time:
+/// the lock workload's, on one deployment (a quorum refuses fair locks; multi-locks
+/// take [`lock`]'s plain ones).
+fn fair_or_plain<S: Pass + WakeUps>(
+    shared: &Shared<S>,
+    l: usize,
+    held: Held,
+    rng: &mut StdRng,
+) -> Option<(Mutex<S>, u64)> {
+    let (mutex, weight) = lock(shared, l, held, rng)?;
+    let fairness = match rng.random_bool(FAIR_SHARE) {
+        true => Fairness::Fair,
+        false => Fairness::Plain,
+    };
+    Some((mutex.with_fairness(fairness), weight))
 }
 
 /// Permits of the semaphore `torture:{l}`: mostly one or two, sometimes all.
@@ -509,10 +519,7 @@ async fn multi_loop<S: Pass + WakeUps>(shared: Shared<S>, mut holder: Holder) {
             // Plain: a multi-lock of fair locks may go back to waiting round after
             // round while others queue (the `multilock` module's docs say so), which
             // the liveness check would rightly report.
-            .map(|&l| {
-                lock(&shared, l, lease, &mut rng)
-                    .map(|(mutex, _)| mutex.with_fairness(Fairness::Plain))
-            })
+            .map(|&l| lock(&shared, l, lease, &mut rng).map(|(mutex, _)| mutex))
             .collect::<Option<Vec<_>>>()
         else {
             return;
