@@ -1,7 +1,7 @@
 -- The wait queue: a sorted set of waiters by arrival (score = server µs), and
 -- beside it the waiters' leases: the same members, score = when the lease ends (ms).
 -- A member is the waiter's mode ('f' fair, 'p' plain), the lock lease it asks for
--- (ms), '/' and its owner token: "p30000/<token>". Needs clock.lua.
+-- (ms), '/' and its owner token: "p30000/<token>".
 
 -- The member for a waiter.
 local function queue_member(mode, ttl, token)
@@ -33,17 +33,14 @@ end
 
 -- The oldest waiter whose lease has not ended, what is left of its lease (ms) and
 -- when it ends (server ms); dead ones are dropped on the way, so a crashed waiter
--- delays the line by at most its waiter lease. `now`: the server clock in ms if the
--- caller read it already (a second TIME costs a call), else nil.
+-- delays the line by at most its waiter lease. `now`: the server clock in ms, as the
+-- caller read it (every caller reads it before its first write anyway; a second
+-- TIME would cost a call).
 local function next_live_waiter(queue, leases, now)
   while true do
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head then
       return nil
-    end
-    if not now then
-      local _, ms = server_time()
-      now = ms
     end
     local ends = tonumber(redis.call('ZSCORE', leases, head) or 0)
     if ends > now then
