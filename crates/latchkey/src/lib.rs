@@ -407,8 +407,9 @@
 //! odd, at least 3), as Redlock does: requests go to all of them at once, each with
 //! its own deadline, and settle on a majority, so a slow or dead minority delays
 //! nothing. Fencing tokens keep growing across the quorum (the holder writes its
-//! token back to a majority before it gets it; see the repository's
-//! `docs/quorum-fencing.md` and [`quorum`]). A quorum has no wait queue, so fair locks
+//! token back to a majority before it gets it, when first asked for unless the
+//! mutex fences on grant; see the repository's `docs/quorum-fencing.md` and
+//! [`quorum`]). A quorum has no wait queue, so fair locks
 //! are refused; and a master that restarts without its data must stay out for the
 //! longest lease plus 1 s. Errors name every master ([`Error::NoQuorum`]).
 //!

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::turns::{self, Holds, Turns};
 use latchkey::quorum::{NodeAnswer, QuorumStore};
-use latchkey::{Client, Error, Fairness, Lease};
+use latchkey::{Client, Error, Fairness, Fencing, Lease};
 use latchkey_testkit::{FaultProxy, RedisServer};
 use redis::Commands;
 
@@ -233,44 +233,104 @@ async fn without_the_delay_an_empty_restart_lets_a_second_holder_in() {
 /// was written back to), node 2 never saw it. The next holder gets nodes 0 and 2
 /// (node 1 is held by someone else): its token is above the earlier one, and it
 /// must raise node 2 to it, because the holder after it gets nodes 1 and 2 (node 0
-/// is stopped) and must still get a larger token.
+/// is stopped) and must still get a larger token. The same whether the tokens come
+/// with the grants or when first asked for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fences_grow_across_changing_majorities() {
+    for fencing in [Fencing::OnGrant, Fencing::OnDemand] {
+        let servers = masters(3);
+        let client = quorum(&servers).await;
+        let ledger = client.mutex("ledger").unwrap().with_fencing(fencing);
+        let fence_key = "{ledger}:lk:fence";
+        let earlier: u64 = 9_000_000_000_000_000;
+        for server in &servers[..2] {
+            let _: () = server
+                .connection()
+                .unwrap()
+                .set(fence_key, earlier)
+                .unwrap();
+        }
+        occupy(&servers[1], "ledger", 60_000);
+        let first = ledger.try_lock().await.unwrap();
+        let first_fence = first.fence().await.unwrap();
+        assert!(
+            first_fence > earlier,
+            "{fencing:?}: {first_fence} <= {earlier}"
+        );
+        first.release().await.unwrap();
+        let _: () = servers[1].connection().unwrap().del("ledger").unwrap();
+        servers[0].pause().unwrap();
+        let second = ledger.lock_timeout(Duration::from_secs(2)).await.unwrap();
+        let second_fence = second.fence().await.unwrap();
+        assert!(
+            second_fence > first_fence,
+            "{fencing:?}: {second_fence} <= {first_fence}: node 2 was not raised"
+        );
+        second.release().await.unwrap();
+        servers[0].resume().unwrap();
+    }
+}
+
+/// The nodes' fencing counters, `None` where a node has none.
+fn counters(servers: &[RedisServer], key: &str) -> Vec<Option<u64>> {
+    servers
+        .iter()
+        .map(|s| s.connection().unwrap().get(key).unwrap())
+        .collect()
+}
+
+/// Fencing on demand (the default): the take touches no counter; the first
+/// `fence()` proposes on the nodes that hold the lock and writes the token back to
+/// a majority; a lock a majority no longer holds gets no token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_on_demand_is_made_only_while_a_majority_holds_the_lock() {
     let servers = masters(3);
     let client = quorum(&servers).await;
-    let fence_key = "{ledger}:lk:fence";
-    let earlier: u64 = 9_000_000_000_000_000;
-    for server in &servers[..2] {
-        let _: () = server
-            .connection()
-            .unwrap()
-            .set(fence_key, earlier)
-            .unwrap();
-    }
-    occupy(&servers[1], "ledger", 60_000);
-    let first = client.mutex("ledger").unwrap().try_lock().await.unwrap();
-    assert!(
-        first.fence().await.unwrap() > earlier,
-        "{} <= {earlier}",
-        first.fence().await.unwrap()
-    );
-    let first_fence = first.fence().await.unwrap();
-    first.release().await.unwrap();
-    let _: () = servers[1].connection().unwrap().del("ledger").unwrap();
-    servers[0].pause().unwrap();
-    let second = client
-        .mutex("ledger")
-        .unwrap()
-        .lock_timeout(Duration::from_secs(2))
+    let fence_key = "{audit}:lk:fence";
+    let guard = fixed(&client, "audit", Duration::from_secs(30))
+        .lock()
         .await
         .unwrap();
-    assert!(
-        second.fence().await.unwrap() > first_fence,
-        "{} <= {first_fence}: node 2 was not raised",
-        second.fence().await.unwrap()
+    assert_eq!(guard.known_fence(), None);
+    assert_eq!(
+        counters(&servers, fence_key),
+        vec![None; 3],
+        "a take wrote a counter"
     );
-    second.release().await.unwrap();
-    servers[0].resume().unwrap();
+    // One node lost its copy: the other two are a majority.
+    let _: () = servers[2].connection().unwrap().del("audit").unwrap();
+    let fence = guard.fence().await.unwrap();
+    let carried = counters(&servers, fence_key)
+        .into_iter()
+        .filter(|c| *c == Some(fence))
+        .count();
+    assert_eq!(
+        carried, 2,
+        "the token {fence} is not on the two holding nodes"
+    );
+    assert_eq!(guard.known_fence(), Some(fence));
+    guard.release().await.unwrap();
+
+    // A second hold loses two copies of three before it asks: no token, lost.
+    let guard = fixed(&client, "audit", Duration::from_secs(30))
+        .lock()
+        .await
+        .unwrap();
+    for server in &servers[..2] {
+        let _: () = server.connection().unwrap().del("audit").unwrap();
+    }
+    let lost = guard.fence().await.unwrap_err();
+    assert!(matches!(lost, Error::LeaseLost { .. }), "{lost}");
+    drop(guard);
+
+    // Asked after its fixed lease ran out: no token either.
+    let guard = fixed(&client, "audit", Duration::from_millis(200))
+        .lock()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let lost = guard.fence().await.unwrap_err();
+    assert!(matches!(lost, Error::LeaseLost { .. }), "{lost}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,6 +69,14 @@ impl Attempts {
         }
     }
 
+    /// Records that `owner`'s lock carries `fence` now (computed on demand), so that
+    /// renewals keep the nodes' counters at or above it.
+    pub(crate) fn fenced(&self, key: &LockKey, owner: &OwnerToken, fence: u64) {
+        if let Some(hold) = self.lock().get_mut(&entry(key, owner)) {
+            hold.fence = fence;
+        }
+    }
+
     /// Records that `owner`'s lock was renewed on a majority, valid until `valid_until`.
     pub(crate) fn renewed(&self, key: &LockKey, owner: &OwnerToken, valid_until: Instant) {
         if let Some(hold) = self.lock().get_mut(&entry(key, owner)) {

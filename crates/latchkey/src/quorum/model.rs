@@ -52,6 +52,10 @@ struct Config {
     restart_delay: u8,
     /// The second round; without it the holder uses the largest proposal as is.
     write_back: bool,
+    /// Fencing on demand: a take proposes nothing; a holder may ask for its token
+    /// later, in a round of proposals from the nodes that still hold the lock for
+    /// it, then the write-back.
+    on_demand: bool,
     /// Each node's clock: `tick * CLOCK_STEP + skew`.
     skews: [u64; NODES],
 }
@@ -64,12 +68,14 @@ const PROTOCOL: Config = Config {
     crashes: 1,
     restart_delay: 2,
     write_back: true,
+    on_demand: false,
     skews: [0, 5, 13],
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 enum Op {
     Take,
+    Propose,
     Raise(u64),
     Release,
 }
@@ -109,10 +115,16 @@ enum Phase {
         start: u8,
         slots: [Slot; NODES],
     },
+    /// Fencing on demand, round one: a holder asks the nodes for proposals.
+    Proposing {
+        value: u8,
+        valid_until: u8,
+        slots: [Slot; NODES],
+    },
     /// Round two: raising the counters of `slots` marked Waiting to `fence`.
     Raising {
         value: u8,
-        start: u8,
+        valid_until: u8,
         fence: u64,
         needed: usize,
         slots: [Slot; NODES],
@@ -120,6 +132,8 @@ enum Phase {
     Holding {
         value: u8,
         valid_until: u8,
+        /// Whether it was handed its token (on demand, it may ask later).
+        fenced: bool,
     },
 }
 
@@ -180,10 +194,10 @@ fn fates(count: usize, fates: &[Fate]) -> Vec<Vec<Fate>> {
 /// A take may land late: on a node where another client got in first, or after
 /// its client gave up.
 const TAKE_FATES: &[Fate] = &[Fate::Now, Fate::Later, Fate::Lost];
-/// Releases and write-backs land at once or never. A late release deletes only
-/// its own attempt's value (see above); a late write-back only raises a counter
-/// while its attempt still holds the node, and a higher counter only makes later
-/// tokens higher.
+/// Releases, proposals on demand and write-backs land at once or never. A late
+/// release deletes only its own attempt's value (see above); a late proposal or
+/// write-back only raises a counter while its attempt still holds the node, and a
+/// higher counter only makes later tokens higher.
 const LAND_OR_NOT: &[Fate] = &[Fate::Now, Fate::Lost];
 
 impl State {
@@ -247,13 +261,16 @@ impl State {
         let ours = holder == Some(message.value);
         let reply = match message.op {
             Op::Take if holder.is_some() && !ours => Slot::No,
-            Op::Take => {
-                let clock = self.now as u64 * CLOCK_STEP + config.skews[node];
-                let proposal = (self.nodes[node].counter + 1).max(clock - clock % CLOCK_STEP);
+            Op::Take if config.on_demand => {
                 self.nodes[node].lock = Some((message.value, self.now + config.ttl));
-                self.nodes[node].counter = proposal;
-                Slot::Yes(proposal)
+                Slot::Yes(0)
             }
+            Op::Take => {
+                self.nodes[node].lock = Some((message.value, self.now + config.ttl));
+                Slot::Yes(self.propose(config, node))
+            }
+            Op::Propose if !ours => Slot::No,
+            Op::Propose => Slot::Yes(self.propose(config, node)),
             Op::Raise(_) if !ours => Slot::No,
             Op::Raise(fence) => {
                 self.nodes[node].counter = self.nodes[node].counter.max(fence);
@@ -269,6 +286,7 @@ impl State {
         let client = &mut self.clients[message.client as usize];
         match (&mut client.phase, &message.op) {
             (Phase::Taking { value, slots, .. }, Op::Take)
+            | (Phase::Proposing { value, slots, .. }, Op::Propose)
             | (Phase::Raising { value, slots, .. }, Op::Raise(_))
                 if *value == message.value && slots[node] == Slot::Waiting =>
             {
@@ -278,28 +296,40 @@ impl State {
         }
     }
 
-    /// Hands `fence` to the caller if the lease is still valid; checks both
-    /// properties as it does.
+    /// The node's proposal for a token (take.lua, propose.lua), stored as its counter.
+    fn propose(&mut self, config: &Config, node: usize) -> u64 {
+        let clock = self.now as u64 * CLOCK_STEP + config.skews[node];
+        let proposal = (self.nodes[node].counter + 1).max(clock - clock % CLOCK_STEP);
+        self.nodes[node].counter = proposal;
+        proposal
+    }
+
+    /// Hands the lock to the caller if its validity lasts, with `fence` (a token
+    /// on demand: `None` until asked for); checks both properties as it does.
     fn hand_out(
         &mut self,
-        config: &Config,
         client: usize,
         value: u8,
-        start: u8,
-        fence: u64,
+        valid_until: u8,
+        fence: Option<u64>,
     ) -> Handed {
-        let valid_until = start + config.ttl;
         if self.now >= valid_until {
             return Handed::TooLate;
         }
-        if fence <= self.last_handed {
-            return Handed::Violation(format!(
-                "fencing: token {fence} handed out after {}",
-                self.last_handed
-            ));
+        if let Some(fence) = fence {
+            if fence <= self.last_handed {
+                return Handed::Violation(format!(
+                    "fencing: token {fence} handed out after {}",
+                    self.last_handed
+                ));
+            }
+            self.last_handed = fence;
         }
-        self.last_handed = fence;
-        self.clients[client].phase = Phase::Holding { value, valid_until };
+        self.clients[client].phase = Phase::Holding {
+            value,
+            valid_until,
+            fenced: fence.is_some(),
+        };
         let now = self.now;
         let holding = self
             .clients
@@ -396,62 +426,55 @@ fn client_steps(config: &Config, state: &State, client: usize, next: &mut Steps)
             start,
             slots,
         } => {
-            let proposals: Vec<(usize, u64)> = slots
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| match s {
-                    Slot::Yes(p) => Some((i, *p)),
-                    _ => None,
-                })
-                .collect();
-            if settled(
-                NODES,
-                majority(NODES),
-                proposals.len(),
-                NODES - proposals.len(),
-            ) != Some(true)
-            {
+            let valid_until = start + config.ttl;
+            let Some(proposals) = majority_said_yes(&slots) else {
                 return give_up(config, state, client, value, "too few grants", next);
+            };
+            match config.on_demand {
+                true => hand_out(config, state, client, value, valid_until, None, next),
+                false => write_back(config, state, client, value, valid_until, &proposals, next),
             }
-            let plan = FencePlan::new(&proposals);
-            let needed = plan.still_needed(NODES);
-            if !config.write_back || needed == 0 {
-                return hand_out(config, state, client, value, start, plan.fence, next);
-            }
-            let mut slots = [Slot::NotAsked; NODES];
-            for &node in &plan.raise {
-                slots[node] = Slot::Waiting;
-            }
-            for fates in fates(plan.raise.len(), LAND_OR_NOT) {
+        }
+        Phase::Holding {
+            value,
+            valid_until,
+            fenced: false,
+        } => {
+            give_up(config, state, client, value, "done", next);
+            for fates in fates(NODES, LAND_OR_NOT) {
                 let mut after = state.clone();
-                after.clients[client].phase = Phase::Raising {
+                after.clients[client].phase = Phase::Proposing {
                     value,
-                    start,
-                    fence: plan.fence,
-                    needed,
-                    slots,
+                    valid_until,
+                    slots: [Slot::Waiting; NODES],
                 };
-                let raise = (client, value, Op::Raise(plan.fence));
-                after.send(config, raise, &plan.raise, &fates);
+                after.send(config, (client, value, Op::Propose), &[0, 1, 2], &fates);
                 next.push((
-                    format!(
-                        "client {client} writes back {} to {:?}: {fates:?}",
-                        plan.fence, plan.raise
-                    ),
+                    format!("client {client} asks for its token: {fates:?}"),
                     Ok(after),
                 ));
             }
         }
+        Phase::Proposing {
+            value,
+            valid_until,
+            slots,
+        } => match majority_said_yes(&slots) {
+            Some(proposals) => {
+                write_back(config, state, client, value, valid_until, &proposals, next)
+            }
+            None => give_up(config, state, client, value, "too few proposals", next),
+        },
         Phase::Raising {
             value,
-            start,
+            valid_until,
             fence,
             needed,
             slots,
         } => {
             let confirmed = slots.iter().filter(|s| matches!(s, Slot::Yes(_))).count();
             match confirmed >= needed {
-                true => hand_out(config, state, client, value, start, fence, next),
+                true => hand_out(config, state, client, value, valid_until, Some(fence), next),
                 false => give_up(
                     config,
                     state,
@@ -463,6 +486,74 @@ fn client_steps(config: &Config, state: &State, client: usize, next: &mut Steps)
             }
         }
         Phase::Holding { value, .. } => give_up(config, state, client, value, "done", next),
+    }
+}
+
+/// The (node, proposal) of every node that said yes, if they are a majority.
+fn majority_said_yes(slots: &[Slot; NODES]) -> Option<Vec<(usize, u64)>> {
+    let proposals: Vec<(usize, u64)> = slots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match s {
+            Slot::Yes(p) => Some((i, *p)),
+            _ => None,
+        })
+        .collect();
+    let decided = settled(
+        NODES,
+        majority(NODES),
+        proposals.len(),
+        NODES - proposals.len(),
+    );
+    (decided == Some(true)).then_some(proposals)
+}
+
+/// Takes the largest of `proposals` as the token and writes it back where it is
+/// not yet (every fate of those requests), or hands it out if it needs no raise.
+fn write_back(
+    config: &Config,
+    state: &State,
+    client: usize,
+    value: u8,
+    valid_until: u8,
+    proposals: &[(usize, u64)],
+    next: &mut Steps,
+) {
+    let plan = FencePlan::new(proposals);
+    let needed = plan.still_needed(NODES);
+    if !config.write_back || needed == 0 {
+        return hand_out(
+            config,
+            state,
+            client,
+            value,
+            valid_until,
+            Some(plan.fence),
+            next,
+        );
+    }
+    let mut slots = [Slot::NotAsked; NODES];
+    for &node in &plan.raise {
+        slots[node] = Slot::Waiting;
+    }
+    for fates in fates(plan.raise.len(), LAND_OR_NOT) {
+        let mut after = state.clone();
+        after.clients[client].phase = Phase::Raising {
+            value,
+            valid_until,
+            fence: plan.fence,
+            needed,
+            slots,
+        };
+        let raise = (client, value, Op::Raise(plan.fence));
+        after.send(config, raise, &plan.raise, &fates);
+        next.push((
+            format!(
+                "client {client} writes back {} to {:?}: {fates:?}",
+                plan.fence, plan.raise
+            ),
+            Ok(after),
+        ));
     }
 }
 
@@ -485,21 +576,19 @@ fn hand_out(
     state: &State,
     client: usize,
     value: u8,
-    start: u8,
-    fence: u64,
+    valid_until: u8,
+    fence: Option<u64>,
     next: &mut Steps,
 ) {
     let mut after = state.clone();
-    match after.hand_out(config, client, value, start, fence) {
-        Handed::Yes => next.push((
-            format!("client {client} holds the lock with token {fence}"),
-            Ok(after),
-        )),
+    let what = match fence {
+        Some(fence) => format!("client {client} holds the lock with token {fence}"),
+        None => format!("client {client} holds the lock, no token yet"),
+    };
+    match after.hand_out(client, value, valid_until, fence) {
+        Handed::Yes => next.push((what, Ok(after))),
         Handed::TooLate => give_up(config, state, client, value, "validity gone", next),
-        Handed::Violation(violation) => next.push((
-            format!("client {client} gets token {fence}"),
-            Err(violation),
-        )),
+        Handed::Violation(violation) => next.push((what, Err(violation))),
     }
 }
 
@@ -601,6 +690,34 @@ fn three_clients_racing_keep_exclusion_and_fencing() {
         ..PROTOCOL
     };
     assert_holds(&racing, 500_000);
+}
+
+/// Fencing on demand: takes propose nothing; a holder asks for its token later (or
+/// never), and the proposals and write-back may land late, be lost or meet a node
+/// that restarted.
+#[test]
+fn tokens_on_demand_keep_exclusion_and_fencing_in_every_interleaving() {
+    let on_demand = Config {
+        on_demand: true,
+        ..PROTOCOL
+    };
+    assert_holds(&on_demand, 1_000_000);
+}
+
+/// The check can fail on demand too: without the write-back, a token made later
+/// from another majority repeats or goes back.
+#[test]
+fn tokens_on_demand_need_the_write_back() {
+    let outcome = explore(&Config {
+        on_demand: true,
+        write_back: false,
+        crashes: 0,
+        ..PROTOCOL
+    });
+    let (violation, _) = outcome
+        .violation
+        .expect("the search must find tokens out of order");
+    assert!(violation.starts_with("fencing"), "{violation}");
 }
 
 #[test]

@@ -54,7 +54,10 @@ const FAIR_REFUSED: &str = "a fair (FIFO) lock needs one queue, and a quorum of 
 /// - An extend needs a majority that still holds the lock, and takes it back on
 ///   nodes that lost it (a restart without data), so a long hold keeps its majority.
 /// - Fencing tokens grow strictly across the quorum: the holder writes its token
-///   back to a majority before using it (see docs/quorum-fencing.md).
+///   back to a majority before using it (see docs/quorum-fencing.md). As on one
+///   server, the token is made when first asked for unless the mutex fences on
+///   grant ([`Fencing`](crate::Fencing)), so a plain take is a bare `SET NX PX` on
+///   each node.
 /// - Errors name every node and what it said ([`Error::NoQuorum`]).
 ///
 /// A quorum has no wait queue: waiters listen on every node and retry when any of
@@ -91,11 +94,20 @@ struct Inner {
 
 /// One node's answer to a take.
 enum Taken {
+    /// With the node's proposal for the fencing token (0 when none was asked for).
     Granted(u64),
     Busy {
         pttl: Option<Duration>,
         holder: String,
     },
+}
+
+/// A node's proposal for a fencing token asked for on demand.
+#[derive(Clone, Copy, Debug)]
+struct Proposal {
+    token: u64,
+    /// How much longer the node holds the lock for the caller (`None`: without end).
+    left: Option<Duration>,
 }
 
 impl QuorumStore {
@@ -474,13 +486,14 @@ impl LockStore for QuorumStore {
         // connection wrote it) leaves the lock on a bare majority, and one restart
         // later the holder has lost it. A take landing after this attempt's undo or
         // release sets nothing (`ended.lua`).
+        let propose = request.fenced;
         let answers = round::ask_detached(
             &self.inner.nodes,
             &all,
             deadline,
             |node| {
                 let (key, value) = (key.clone(), hold.value.clone());
-                async move { take(&node, &key, &value, ttl).await }
+                async move { take(&node, &key, &value, ttl, propose).await }
             },
             round::until_decided(all.len(), majority, |t| matches!(t, Taken::Granted(_))),
         )
@@ -502,8 +515,12 @@ impl LockStore for QuorumStore {
             self.undo(key, owner, &hold, &busy).await;
             return refusal;
         }
-        let plan = FencePlan::new(&proposals);
-        let (carried, raised) = self.write_back(key, &hold, &plan).await;
+        // Fencing on demand: the token is made when first asked for (`fence`).
+        let plan = propose.then(|| FencePlan::new(&proposals));
+        let (carried, raised) = match &plan {
+            Some(plan) => self.write_back(key, &hold, plan).await,
+            None => (true, Vec::new()),
+        };
         let failure = match carried {
             false => Some(self.no_quorum(key, self.reports(raised, describe_held), None)),
             // Granted too late: what is left of the lease cannot be trusted.
@@ -518,10 +535,14 @@ impl LockStore for QuorumStore {
             return Err(failure);
         }
         let valid_until = ttl.valid_until(sent);
+        let fence = plan.map(|plan| plan.fence);
         self.inner
             .attempts
-            .granted(key, owner, plan.fence, valid_until);
-        Ok(Attempt::acquired(plan.fence, 0))
+            .granted(key, owner, fence.unwrap_or(0), valid_until);
+        Ok(match fence {
+            Some(fence) => Attempt::acquired(fence, 0),
+            None => Attempt::unfenced(0),
+        })
     }
 
     async fn release(
@@ -610,6 +631,58 @@ impl LockStore for QuorumStore {
         // The owner token, as the guard knows it (each attempt writes `N/` before it).
         let holder = majority_holder(holders.into_iter().flatten(), self.majority());
         Ok(holder.map(|value| owner_of(&value).to_owned()))
+    }
+
+    /// The token of a lock granted without one, in the two rounds a fenced grant
+    /// takes (see docs/quorum-fencing.md): every node that still holds the lock for
+    /// the caller proposes, and the largest proposal is written back to a majority.
+    /// It is handed out only while every node that proposed surely still holds the
+    /// lock (the shortest lease they reported, counted from when the proposals were
+    /// sent): then no later holder can have been granted on any of them yet. `None`
+    /// when a majority no longer holds it for the caller, or that time ran out.
+    async fn fence(&self, key: &LockKey, owner: &OwnerToken) -> Result<Option<u64>> {
+        let Some(hold) = self.inner.attempts.get(key, owner) else {
+            return Ok(None);
+        };
+        let sent = Instant::now();
+        let all = round::all(&self.inner.nodes);
+        let deadline = self.node_deadline(hold.ttl);
+        let call = |node| propose(node, key, &hold);
+        let answers = self
+            .ask(&all, deadline, self.majority(), call, Option::is_some)
+            .await;
+        let proposals: Vec<(usize, Proposal)> = (0..answers.len())
+            .filter_map(|i| match answers[i] {
+                Some(Ok(Some(proposal))) => Some((i, proposal)),
+                _ => None,
+            })
+            .collect();
+        if proposals.len() < self.majority() {
+            let lost = round::count(&answers, Option::is_none);
+            if lost > self.inner.nodes.len() - self.majority() {
+                return Ok(None);
+            }
+            let reports = self.reports(answers, |p| describe_held(p.is_some()));
+            return Err(self.no_quorum(key, reports, None));
+        }
+        let tokens: Vec<(usize, u64)> = proposals.iter().map(|&(i, p)| (i, p.token)).collect();
+        let plan = FencePlan::new(&tokens);
+        let (carried, raised) = self.write_back(key, &hold, &plan).await;
+        if !carried {
+            return Err(self.no_quorum(key, self.reports(raised, describe_held), None));
+        }
+        let surely_held_until = proposals
+            .iter()
+            .filter_map(|(_, p)| p.left)
+            .map(|left| Ttl::new(left).map_or(sent, |left| left.valid_until(sent)))
+            .min();
+        // Past it, a node may have let the lock go: it can no longer be shown ours
+        // (a watchdog renews well before; this is a lease all but run out).
+        if surely_held_until.is_some_and(|until| until <= Instant::now()) {
+            return Ok(None);
+        }
+        self.inner.attempts.fenced(key, owner, plan.fence);
+        Ok(Some(plan.fence))
     }
 }
 
@@ -737,7 +810,13 @@ fn parse(urls: &[impl AsRef<str>]) -> Result<(Vec<RedisStore>, Vec<bool>)> {
     Ok((nodes.into_iter().map(|(_, node)| node).collect(), tls))
 }
 
-async fn take(node: &RedisStore, key: &LockKey, value: &OwnerToken, ttl: Ttl) -> Result<Taken> {
+async fn take(
+    node: &RedisStore,
+    key: &LockKey,
+    value: &OwnerToken,
+    ttl: Ttl,
+    propose: bool,
+) -> Result<Taken> {
     let mut call = scripts::QUORUM_TAKE.prepare_invoke();
     call.key(key.as_str())
         .key(key.fence())
@@ -745,7 +824,8 @@ async fn take(node: &RedisStore, key: &LockKey, value: &OwnerToken, ttl: Ttl) ->
         .arg(value.as_str())
         .arg(ttl.as_millis())
         .arg(CLOCK_STEP_US)
-        .arg(memory(ttl));
+        .arg(memory(ttl))
+        .arg(if propose { "1" } else { "0" });
     let (taken, value, holder): (i64, i64, Option<String>) = node.run(&call, key).await?;
     if taken == 1 {
         return Ok(Taken::Granted(u64::try_from(value).unwrap_or(0)));
@@ -754,6 +834,23 @@ async fn take(node: &RedisStore, key: &LockKey, value: &OwnerToken, ttl: Ttl) ->
         pttl: u64::try_from(value).ok().map(Duration::from_millis),
         holder: holder.unwrap_or_default(),
     })
+}
+
+/// A node's proposal for a token on demand (`scripts/quorum/propose.lua`): the
+/// proposal, and how long the node said it still holds the lock for the caller
+/// (`None`: without end); `None` when it does not hold it for the caller.
+async fn propose(node: &RedisStore, key: &LockKey, hold: &Hold) -> Result<Option<Proposal>> {
+    let mut call = scripts::QUORUM_PROPOSE.prepare_invoke();
+    call.key(key.as_str())
+        .key(key.fence())
+        .arg(hold.value.as_str())
+        .arg(CLOCK_STEP_US)
+        .arg(memory(hold.ttl));
+    let (ours, proposal, pttl): (i64, u64, i64) = node.run(&call, key).await?;
+    Ok((ours == 1).then(|| Proposal {
+        token: proposal,
+        left: u64::try_from(pttl).ok().map(Duration::from_millis),
+    }))
 }
 
 async fn raise(node: &RedisStore, key: &LockKey, hold: &Hold, fence: u64) -> Result<bool> {

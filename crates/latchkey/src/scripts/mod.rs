@@ -77,9 +77,14 @@ macro_rules! quorum_script {
     };
 }
 
-/// Take a quorum lock on one node and propose a fencing token.
+/// Take a quorum lock on one node, proposing a fencing token if asked to.
 pub(crate) static QUORUM_TAKE: LazyLock<Script> =
-    quorum_script!("clock.lua", "grant.lua"; "ended.lua", "take.lua");
+    quorum_script!("clock.lua", "grant.lua"; "ended.lua", "proposal.lua", "take.lua");
+
+/// Propose a fencing token on one node that holds a quorum lock for the caller
+/// (fencing on demand).
+pub(crate) static QUORUM_PROPOSE: LazyLock<Script> =
+    quorum_script!("clock.lua", "grant.lua"; "proposal.lua", "propose.lua");
 
 /// Write a quorum lock's fencing token back to one node that still holds it.
 pub(crate) static QUORUM_FENCE: LazyLock<Script> =
