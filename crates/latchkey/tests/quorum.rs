@@ -210,11 +210,18 @@ async fn without_the_delay_an_empty_restart_lets_a_second_holder_in() {
     let (a, b) = (quorum(&servers).await, quorum(&servers).await);
     occupy(&servers[3], "vault", 300);
     occupy(&servers[4], "vault", 300);
-    let held = fixed(&a, "vault", ttl).try_lock().await.unwrap();
+    // Tokens with the grants: A's is made while it still holds a majority. (On
+    // demand, A would ask once B holds the majority, and get none.)
+    let held = fixed(&a, "vault", ttl)
+        .with_fencing(Fencing::OnGrant)
+        .try_lock()
+        .await
+        .unwrap();
     servers[2].restart().unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     // B's first request to the restarted node finds its old connection gone.
     let second = fixed(&b, "vault", ttl)
+        .with_fencing(Fencing::OnGrant)
         .lock_timeout(Duration::from_secs(2))
         .await
         .unwrap();
