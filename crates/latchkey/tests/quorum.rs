@@ -340,6 +340,72 @@ async fn a_token_on_demand_is_made_only_while_a_majority_holds_the_lock() {
     assert!(matches!(lost, Error::LeaseLost { .. }), "{lost}");
 }
 
+/// Renewals of a lock with no token yet create no counter either (an extend keeps
+/// a counter at or above the holder's token, and there is none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_of_a_lock_without_a_token_write_no_counter() {
+    let servers = masters(3);
+    let client = quorum(&servers).await;
+    let guard = client
+        .mutex("renewed")
+        .unwrap()
+        .with_lease(Lease::renewed(Duration::from_millis(300)).unwrap())
+        .lock()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(guard.is_held().await.unwrap(), "the watchdog did not renew");
+    assert_eq!(counters(&servers, "{renewed}:lk:fence"), vec![None; 3]);
+    let fence = guard.fence().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let carried = counters(&servers, "{renewed}:lk:fence");
+    assert!(
+        carried.iter().filter(|c| **c == Some(fence)).count() >= 2,
+        "renewals lost the token {fence}: {carried:?}"
+    );
+    guard.release().await.unwrap();
+}
+
+/// A token on demand is handed out only while a majority of the nodes carrying it
+/// surely still hold the lock, by the leases they reported: replies slower than
+/// what is left of the lease get no token, though every node said it held the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_on_demand_comes_only_while_the_nodes_surely_hold_the_lock() {
+    let servers = masters(3);
+    let (proxies, store) = behind_slow_links(&servers, Duration::from_secs(1)).await;
+    let client = Client::with_store(store);
+    for (left, latency, handed) in [(2_000, 100, true), (250, 300, false)] {
+        for proxy in &proxies {
+            proxy.set_latency(Duration::ZERO, Duration::ZERO);
+        }
+        let guard = fixed(&client, "slow-audit", Duration::from_secs(30))
+            .lock()
+            .await
+            .unwrap();
+        for server in &servers {
+            let _: () = server
+                .connection()
+                .unwrap()
+                .pexpire("slow-audit", left)
+                .unwrap();
+        }
+        for proxy in &proxies {
+            proxy.set_latency(Duration::ZERO, Duration::from_millis(latency));
+        }
+        let fence = guard.fence().await;
+        assert_eq!(
+            fence.is_ok(),
+            handed,
+            "{left} ms left, replies {latency} ms late: {fence:?}"
+        );
+        if let Err(lost) = fence {
+            assert!(matches!(lost, Error::LeaseLost { .. }), "{lost}");
+        }
+        drop(guard);
+        tokio::time::sleep(Duration::from_millis(left as u64)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_on_the_quorum_wakes_a_waiter() {
     let servers = masters(3);

@@ -12,7 +12,7 @@ use super::round::{self, Answers};
 use super::tally::{FencePlan, majority};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
-use crate::lease::Ttl;
+use crate::lease::{MAX_TTL, Ttl};
 use crate::scripts;
 use crate::store::{
     AcquireRequest, Attempt, Inspect, LockStatus, LockStore, Pass, RESPONSE_TIMEOUT, RedisStore,
@@ -56,7 +56,7 @@ const FAIR_REFUSED: &str = "a fair (FIFO) lock needs one queue, and a quorum of 
 /// - Fencing tokens grow strictly across the quorum: the holder writes its token
 ///   back to a majority before using it (see docs/quorum-fencing.md). As on one
 ///   server, the token is made when first asked for unless the mutex fences on
-///   grant ([`Fencing`](crate::Fencing)), so a plain take is a bare `SET NX PX` on
+///   grant ([`Fencing`](crate::Fencing)), so a plain take sets only the lock on
 ///   each node.
 /// - Errors name every node and what it said ([`Error::NoQuorum`]).
 ///
@@ -389,6 +389,33 @@ impl QuorumStore {
         (confirmed >= needed, answers)
     }
 
+    /// Until when a majority of the nodes that carry `plan`'s token (they proposed
+    /// it, or confirmed its write-back in `raised`) surely hold the lock: each
+    /// holds it for the lease it reported in `proposals`, counted from `sent` less
+    /// the drift allowance. `None` when a majority hold it without end.
+    fn carried_until(
+        &self,
+        plan: &FencePlan,
+        proposals: &[(usize, Proposal)],
+        raised: &Answers<bool>,
+        sent: Instant,
+    ) -> Option<Instant> {
+        let confirmed = |node: usize| matches!(raised.get(node), Some(Some(Ok(true))));
+        let mut ends: Vec<Option<Instant>> = proposals
+            .iter()
+            .filter(|(node, p)| p.token == plan.fence || confirmed(*node))
+            .map(|(_, p)| p.left.map(|left| surely_held_until(left, sent)))
+            .collect();
+        // Latest first, `None` (without end) before any instant.
+        ends.sort_by(|a, b| match (a, b) {
+            (None, None) => std::cmp::Ordering::Equal,
+            (None, Some(_)) => std::cmp::Ordering::Less,
+            (Some(_), None) => std::cmp::Ordering::Greater,
+            (Some(a), Some(b)) => b.cmp(a),
+        });
+        ends.get(self.majority() - 1).copied().unwrap_or(Some(sent))
+    }
+
     /// After an extend that a majority renewed, takes the lock back on the nodes that
     /// answered free (restarted empty, or their copy ran out), so restarts do not
     /// wear the majority down over a long hold; only while the renewal makes the
@@ -636,10 +663,11 @@ impl LockStore for QuorumStore {
     /// The token of a lock granted without one, in the two rounds a fenced grant
     /// takes (see docs/quorum-fencing.md): every node that still holds the lock for
     /// the caller proposes, and the largest proposal is written back to a majority.
-    /// It is handed out only while every node that proposed surely still holds the
-    /// lock (the shortest lease they reported, counted from when the proposals were
-    /// sent): then no later holder can have been granted on any of them yet. `None`
-    /// when a majority no longer holds it for the caller, or that time ran out.
+    /// It is handed out only while a majority of the nodes that carry it surely
+    /// still hold the lock (by the leases they reported, counted from when the
+    /// proposals were sent): then no later holder can have been granted on them
+    /// yet. `None` when a majority says the lock is no longer the caller's, or that
+    /// time ran out; [`Error::NoQuorum`] when too few answered to tell.
     async fn fence(&self, key: &LockKey, owner: &OwnerToken) -> Result<Option<u64>> {
         let Some(hold) = self.inner.attempts.get(key, owner) else {
             return Ok(None);
@@ -671,14 +699,10 @@ impl LockStore for QuorumStore {
         if !carried {
             return Err(self.no_quorum(key, self.reports(raised, describe_held), None));
         }
-        let surely_held_until = proposals
-            .iter()
-            .filter_map(|(_, p)| p.left)
-            .map(|left| Ttl::new(left).map_or(sent, |left| left.valid_until(sent)))
-            .min();
-        // Past it, a node may have let the lock go: it can no longer be shown ours
-        // (a watchdog renews well before; this is a lease all but run out).
-        if surely_held_until.is_some_and(|until| until <= Instant::now()) {
+        // Past it, fewer than a majority of the nodes carrying the token may still
+        // hold the lock for us: it can no longer be shown ours.
+        let until = self.carried_until(&plan, &proposals, &raised, sent);
+        if until.is_some_and(|until| until <= Instant::now()) {
             return Ok(None);
         }
         self.inner.attempts.fenced(key, owner, plan.fence);
@@ -834,6 +858,14 @@ async fn take(
         pttl: u64::try_from(value).ok().map(Duration::from_millis),
         holder: holder.unwrap_or_default(),
     })
+}
+
+/// Until when a node that reported `left` of a lease, to a request sent at `sent`,
+/// surely holds it: the lease less the drift allowance, counted from the send. A
+/// lease too long for a [`Ttl`] (made longer by hand) counts as the longest one.
+fn surely_held_until(left: Duration, sent: Instant) -> Instant {
+    let left = left.clamp(Duration::from_millis(1), MAX_TTL);
+    Ttl::new(left).map_or(sent, |left| left.valid_until(sent))
 }
 
 /// A node's proposal for a token on demand (`scripts/quorum/propose.lua`): the

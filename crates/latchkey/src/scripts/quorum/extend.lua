@@ -12,8 +12,8 @@
 --
 -- KEYS[1]  the lock key.   KEYS[2]  the node's fencing counter.
 -- KEYS[3]  the values released lately (see ended.lua).
--- ARGV     token, ttl_ms, fence, memory_ms (see take.lua), take_back: '1' to take a
---          free node back, else '0'.
+-- ARGV     token, ttl_ms, fence (0: none yet, fencing on demand), memory_ms (see
+--          take.lua), take_back: '1' to take a free node back, else '0'.
 --
 -- Returns 1 when the lease was reset, 2 when the lock was free and is taken back,
 -- 3 when it is free and may be taken back, 0 when it is not the caller's here
@@ -41,5 +41,9 @@ else
   redis.call('SET', lock, token, 'PX', ttl)
 end
 -- The counter never falls below the holder's token and outlives the lock it fences.
-redis.call('SET', fence_key, string.format('%d', counter), 'PX', memory)
+-- A lock fenced on demand that has no token yet (fence 0) on a node with no counter
+-- creates none.
+if counter > 0 then
+  redis.call('SET', fence_key, string.format('%d', counter), 'PX', memory)
+end
 return holder and 1 or 2
