@@ -9,7 +9,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use super::attempts::{Attempts, Hold, owner_of};
 use super::report::{NodeAnswer, NodeReport};
 use super::round::{self, Answers};
-use super::tally::{FencePlan, majority};
+use super::tally::{self, FencePlan, majority};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::{MAX_TTL, Ttl};
@@ -389,33 +389,6 @@ impl QuorumStore {
         (confirmed >= needed, answers)
     }
 
-    /// Until when a majority of the nodes that carry `plan`'s token (they proposed
-    /// it, or confirmed its write-back in `raised`) surely hold the lock: each
-    /// holds it for the lease it reported in `proposals`, counted from `sent` less
-    /// the drift allowance. `None` when a majority hold it without end.
-    fn carried_until(
-        &self,
-        plan: &FencePlan,
-        proposals: &[(usize, Proposal)],
-        raised: &Answers<bool>,
-        sent: Instant,
-    ) -> Option<Instant> {
-        let confirmed = |node: usize| matches!(raised.get(node), Some(Some(Ok(true))));
-        let mut ends: Vec<Option<Instant>> = proposals
-            .iter()
-            .filter(|(node, p)| p.token == plan.fence || confirmed(*node))
-            .map(|(_, p)| p.left.map(|left| surely_held_until(left, sent)))
-            .collect();
-        // Latest first, `None` (without end) before any instant.
-        ends.sort_by(|a, b| match (a, b) {
-            (None, None) => std::cmp::Ordering::Equal,
-            (None, Some(_)) => std::cmp::Ordering::Less,
-            (Some(_), None) => std::cmp::Ordering::Greater,
-            (Some(a), Some(b)) => b.cmp(a),
-        });
-        ends.get(self.majority() - 1).copied().unwrap_or(Some(sent))
-    }
-
     /// After an extend that a majority renewed, takes the lock back on the nodes that
     /// answered free (restarted empty, or their copy ran out), so restarts do not
     /// wear the majority down over a long hold; only while the renewal makes the
@@ -673,36 +646,57 @@ impl LockStore for QuorumStore {
             return Ok(None);
         };
         let sent = Instant::now();
+        let (nodes, majority) = (self.inner.nodes.len(), self.majority());
         let all = round::all(&self.inner.nodes);
         let deadline = self.node_deadline(hold.ttl);
+        // Settled once a majority proposed and surely holds the lock for longer than
+        // the write-back can take; until then every node is heard (within its
+        // deadline), so that one lagging node's short lease among the first answers
+        // does not decide.
+        let settled = |answers: &Answers<Option<Proposal>>| {
+            let proposals = proposals_in(answers);
+            let answered = answers.iter().flatten().count();
+            match tally::settled(nodes, majority, proposals.len(), answered - proposals.len()) {
+                None => false,
+                Some(false) => true,
+                Some(true) if answered == nodes => true,
+                Some(true) => held_until(&proposals, majority, sent)
+                    .is_none_or(|until| until > Instant::now() + deadline),
+            }
+        };
         let call = |node| propose(node, key, &hold);
-        let answers = self
-            .ask(&all, deadline, self.majority(), call, Option::is_some)
-            .await;
-        let proposals: Vec<(usize, Proposal)> = (0..answers.len())
-            .filter_map(|i| match answers[i] {
-                Some(Ok(Some(proposal))) => Some((i, proposal)),
-                _ => None,
-            })
-            .collect();
-        if proposals.len() < self.majority() {
-            let lost = round::count(&answers, Option::is_none);
-            if lost > self.inner.nodes.len() - self.majority() {
+        let answers = round::ask(&self.inner.nodes, &all, deadline, call, settled).await;
+        let proposals = proposals_in(&answers);
+        if proposals.len() < majority {
+            if round::count(&answers, Option::is_none) > nodes - majority {
                 return Ok(None);
             }
             let reports = self.reports(answers, |p| describe_held(p.is_some()));
             return Err(self.no_quorum(key, reports, None));
         }
+        // Past it, fewer than a majority may still hold the lock for us: it can no
+        // longer be shown ours. (Checked before the write-back too, which would
+        // only find the lock gone.)
+        let gone = |until: Option<Instant>| until.is_some_and(|until| until <= Instant::now());
+        if gone(held_until(&proposals, majority, sent)) {
+            return Ok(None);
+        }
         let tokens: Vec<(usize, u64)> = proposals.iter().map(|&(i, p)| (i, p.token)).collect();
         let plan = FencePlan::new(&tokens);
         let (carried, raised) = self.write_back(key, &hold, &plan).await;
         if !carried {
+            if gone(held_until(&proposals, majority, sent)) {
+                return Ok(None);
+            }
             return Err(self.no_quorum(key, self.reports(raised, describe_held), None));
         }
-        // Past it, fewer than a majority of the nodes carrying the token may still
-        // hold the lock for us: it can no longer be shown ours.
-        let until = self.carried_until(&plan, &proposals, &raised, sent);
-        if until.is_some_and(|until| until <= Instant::now()) {
+        // The nodes that carry the token: they proposed it, or confirmed its raise.
+        let confirmed = |node: usize| matches!(raised.get(node), Some(Some(Ok(true))));
+        let carriers: Vec<(usize, Proposal)> = proposals
+            .into_iter()
+            .filter(|&(node, p)| p.token == plan.fence || confirmed(node))
+            .collect();
+        if gone(held_until(&carriers, majority, sent)) {
             return Ok(None);
         }
         self.inner.attempts.fenced(key, owner, plan.fence);
@@ -866,6 +860,37 @@ async fn take(
 fn surely_held_until(left: Duration, sent: Instant) -> Instant {
     let left = left.clamp(Duration::from_millis(1), MAX_TTL);
     Ttl::new(left).map_or(sent, |left| left.valid_until(sent))
+}
+
+/// The proposals among `answers`, by node index.
+fn proposals_in(answers: &Answers<Option<Proposal>>) -> Vec<(usize, Proposal)> {
+    (0..answers.len())
+        .filter_map(|i| match answers[i] {
+            Some(Ok(Some(proposal))) => Some((i, proposal)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Until when at least `needed` of the nodes that made `proposals` surely hold the
+/// lock, by the leases they reported to requests sent at `sent`: the `needed`-th
+/// latest of their ends. `None` when that many hold it without end; `sent` when
+/// fewer than `needed` proposed.
+fn held_until(proposals: &[(usize, Proposal)], needed: usize, sent: Instant) -> Option<Instant> {
+    let mut ends: Vec<Option<Instant>> = proposals
+        .iter()
+        .map(|(_, p)| p.left.map(|left| surely_held_until(left, sent)))
+        .collect();
+    // Latest first: `None` (without end) before any instant.
+    ends.sort_by(|a, b| match (a, b) {
+        (None, None) => std::cmp::Ordering::Equal,
+        (None, Some(_)) => std::cmp::Ordering::Less,
+        (Some(_), None) => std::cmp::Ordering::Greater,
+        (Some(a), Some(b)) => b.cmp(a),
+    });
+    ends.get(needed.saturating_sub(1))
+        .copied()
+        .unwrap_or(Some(sent))
 }
 
 /// A node's proposal for a token on demand (`scripts/quorum/propose.lua`): the
