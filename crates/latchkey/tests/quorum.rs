@@ -376,21 +376,32 @@ async fn renewals_of_a_lock_without_a_token_write_no_counter() {
 /// surely still hold the lock, by the leases they reported: replies slower than
 /// what a majority has left of the lease get no token, though every node said it
 /// held the lock; one node with a short lease (it missed renewals) does not decide,
-/// whether or not it is among the first to answer.
+/// whether or not it is among the first to answer, nor when it proposes the
+/// largest token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_on_demand_comes_only_while_the_nodes_surely_hold_the_lock() {
     let servers = masters(3);
     let (proxies, store) = behind_slow_links(&servers, Duration::from_secs(1)).await;
     let client = Client::with_store(store);
-    let cases: [([u64; 3], u64, bool); 4] = [
-        ([2_000, 2_000, 2_000], 100, true),
-        ([250, 250, 250], 300, false),
-        ([250, 2_000, 2_000], 300, true),
-        ([2_000, 250, 250], 300, false),
+    // Leases left per node (ms), how late replies come, whether a token is due;
+    // and the first node's counter, set far ahead (its proposal then the largest).
+    let cases: [([u64; 3], u64, bool, bool); 5] = [
+        ([2_000, 2_000, 2_000], 100, true, false),
+        ([250, 250, 250], 300, false, false),
+        ([250, 2_000, 2_000], 300, true, false),
+        ([2_000, 250, 250], 300, false, false),
+        ([250, 2_000, 2_000], 300, true, true),
     ];
-    for (left, latency, handed) in cases {
+    for (left, latency, handed, ahead) in cases {
         for proxy in &proxies {
             proxy.set_latency(Duration::ZERO, Duration::ZERO);
+        }
+        if ahead {
+            let _: () = servers[0]
+                .connection()
+                .unwrap()
+                .set("{slow-audit}:lk:fence", 9_000_000_000_000_000u64)
+                .unwrap();
         }
         let guard = fixed(&client, "slow-audit", Duration::from_secs(30))
             .lock()
@@ -448,14 +459,18 @@ async fn tasks_taking_turns_never_overlap_while_a_master_is_restarted() {
         )));
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
+    let killed = Instant::now();
     servers[1].kill().unwrap();
     // Out for longer than a lease, as documented, then back empty.
     tokio::time::sleep(Duration::from_millis(600)).await;
     servers[1].restart().unwrap();
+    // Holds granted on a majority that included the killed master may get no fence
+    // until their lease ends.
+    let fault = (killed, Instant::now() + Duration::from_millis(500));
     for task in tasks {
         task.await.unwrap();
     }
-    turns::assert_exclusive_and_fenced(&holds);
+    turns::assert_exclusive_and_fenced_except_during(&holds, fault);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

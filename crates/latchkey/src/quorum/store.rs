@@ -389,6 +389,45 @@ impl QuorumStore {
         (confirmed >= needed, answers)
     }
 
+    /// The first round of a token on demand: the proposals of the nodes that hold
+    /// the lock for `hold` (asked at `sent`), at least a majority of them; `None`
+    /// when a majority says it is no longer the caller's. Settled once a majority
+    /// proposed and surely holds the lock for longer than the write-back can take;
+    /// until then every node is heard (within its deadline), so that a lagging
+    /// node's short lease among the first answers does not decide.
+    async fn proposals(
+        &self,
+        key: &LockKey,
+        hold: &Hold,
+        sent: Instant,
+    ) -> Result<Option<Vec<(usize, Proposal)>>> {
+        let (nodes, majority) = (self.inner.nodes.len(), self.majority());
+        let deadline = self.node_deadline(hold.ttl);
+        let settled = |answers: &Answers<Option<Proposal>>| {
+            let proposals = proposals_in(answers);
+            let answered = answers.iter().flatten().count();
+            match tally::settled(nodes, majority, proposals.len(), answered - proposals.len()) {
+                None => false,
+                Some(false) => true,
+                Some(true) if answered == nodes => true,
+                Some(true) => held_until(&proposals, majority, sent)
+                    .is_none_or(|until| until > Instant::now() + deadline),
+            }
+        };
+        let all = round::all(&self.inner.nodes);
+        let call = |node| propose(node, key, hold);
+        let answers = round::ask(&self.inner.nodes, &all, deadline, call, settled).await;
+        let proposals = proposals_in(&answers);
+        if proposals.len() >= majority {
+            return Ok(Some(proposals));
+        }
+        if round::count(&answers, Option::is_none) > nodes - majority {
+            return Ok(None);
+        }
+        let reports = self.reports(answers, |p| describe_held(p.is_some()));
+        Err(self.no_quorum(key, reports, None))
+    }
+
     /// After an extend that a majority renewed, takes the lock back on the nodes that
     /// answered free (restarted empty, or their copy ran out), so restarts do not
     /// wear the majority down over a long hold; only while the renewal makes the
@@ -646,53 +685,36 @@ impl LockStore for QuorumStore {
             return Ok(None);
         };
         let sent = Instant::now();
-        let (nodes, majority) = (self.inner.nodes.len(), self.majority());
-        let all = round::all(&self.inner.nodes);
-        let deadline = self.node_deadline(hold.ttl);
-        // Settled once a majority proposed and surely holds the lock for longer than
-        // the write-back can take; until then every node is heard (within its
-        // deadline), so that one lagging node's short lease among the first answers
-        // does not decide.
-        let settled = |answers: &Answers<Option<Proposal>>| {
-            let proposals = proposals_in(answers);
-            let answered = answers.iter().flatten().count();
-            match tally::settled(nodes, majority, proposals.len(), answered - proposals.len()) {
-                None => false,
-                Some(false) => true,
-                Some(true) if answered == nodes => true,
-                Some(true) => held_until(&proposals, majority, sent)
-                    .is_none_or(|until| until > Instant::now() + deadline),
-            }
+        let majority = self.majority();
+        let Some(proposals) = self.proposals(key, &hold, sent).await? else {
+            return Ok(None);
         };
-        let call = |node| propose(node, key, &hold);
-        let answers = round::ask(&self.inner.nodes, &all, deadline, call, settled).await;
-        let proposals = proposals_in(&answers);
-        if proposals.len() < majority {
-            if round::count(&answers, Option::is_none) > nodes - majority {
-                return Ok(None);
-            }
-            let reports = self.reports(answers, |p| describe_held(p.is_some()));
-            return Err(self.no_quorum(key, reports, None));
-        }
-        // Past it, fewer than a majority may still hold the lock for us: it can no
-        // longer be shown ours. (Checked before the write-back too, which would
-        // only find the lock gone.)
+        // Past `cut`, fewer than a majority may still hold the lock for us: it can
+        // no longer be shown ours. (Checked before the write-back too, which would
+        // only find the lock gone.) Only nodes that hold it at least that long carry
+        // the token: a lagging node's short lease must not be what the hand-out
+        // waits on.
         let gone = |until: Option<Instant>| until.is_some_and(|until| until <= Instant::now());
-        if gone(held_until(&proposals, majority, sent)) {
+        let cut = held_until(&proposals, majority, sent);
+        if gone(cut) {
             return Ok(None);
         }
-        let tokens: Vec<(usize, u64)> = proposals.iter().map(|&(i, p)| (i, p.token)).collect();
+        let lasting: Vec<(usize, Proposal)> = proposals
+            .into_iter()
+            .filter(|&(_, p)| lasts_until(p, sent, cut))
+            .collect();
+        let tokens: Vec<(usize, u64)> = lasting.iter().map(|&(i, p)| (i, p.token)).collect();
         let plan = FencePlan::new(&tokens);
         let (carried, raised) = self.write_back(key, &hold, &plan).await;
         if !carried {
-            if gone(held_until(&proposals, majority, sent)) {
+            if gone(cut) {
                 return Ok(None);
             }
             return Err(self.no_quorum(key, self.reports(raised, describe_held), None));
         }
         // The nodes that carry the token: they proposed it, or confirmed its raise.
         let confirmed = |node: usize| matches!(raised.get(node), Some(Some(Ok(true))));
-        let carriers: Vec<(usize, Proposal)> = proposals
+        let carriers: Vec<(usize, Proposal)> = lasting
             .into_iter()
             .filter(|&(node, p)| p.token == plan.fence || confirmed(node))
             .collect();
@@ -891,6 +913,16 @@ fn held_until(proposals: &[(usize, Proposal)], needed: usize, sent: Instant) -> 
     ends.get(needed.saturating_sub(1))
         .copied()
         .unwrap_or(Some(sent))
+}
+
+/// Whether the node that made `proposal` (to a request sent at `sent`) surely holds
+/// the lock until `cut` (`None`: without end).
+fn lasts_until(proposal: Proposal, sent: Instant, cut: Option<Instant>) -> bool {
+    match (proposal.left, cut) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(left), Some(cut)) => surely_held_until(left, sent) >= cut,
+    }
 }
 
 /// A node's proposal for a token on demand (`scripts/quorum/propose.lua`): the
