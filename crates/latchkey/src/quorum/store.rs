@@ -674,7 +674,8 @@ impl LockStore for QuorumStore {
 
     /// The token of a lock granted without one, in the two rounds a fenced grant
     /// takes (see docs/quorum-fencing.md): every node that still holds the lock for
-    /// the caller proposes, and the largest proposal is written back to a majority.
+    /// the caller proposes, and the largest proposal of those that hold it as long
+    /// as a majority does is written back to a majority.
     /// It is handed out only while a majority of the nodes that carry it surely
     /// still hold the lock (by the leases they reported, counted from when the
     /// proposals were sent): then no later holder can have been granted on them

@@ -3,8 +3,8 @@
 -- Needs clock.lua, grant.lua and proposal.lua.
 --
 -- A node proposes only while it holds the lock for the caller, and says how much
--- longer it will: the holder hands the token out only while every node that carries
--- it surely still holds the lock for it (docs/quorum-fencing.md).
+-- longer it will: the holder hands the token out only while a majority of the nodes
+-- that carry it surely still hold the lock for it (docs/quorum-fencing.md).
 --
 -- KEYS[1]  the lock key.   KEYS[2]  the node's fencing counter.
 -- ARGV     token, clock_step_us, memory_ms (see take.lua).
