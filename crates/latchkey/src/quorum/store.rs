@@ -106,8 +106,18 @@ enum Taken {
 #[derive(Clone, Copy, Debug)]
 struct Proposal {
     token: u64,
-    /// How much longer the node holds the lock for the caller (`None`: without end).
-    left: Option<Duration>,
+    /// How much longer the node holds the lock for the caller (a lock made endless
+    /// by hand: the longest lease, ten years).
+    left: Duration,
+}
+
+impl Proposal {
+    /// Until when the node surely holds the lock, for a request sent at `sent`: what
+    /// it had left, less the drift allowance, counted from the send.
+    fn held_until(self, sent: Instant) -> Instant {
+        let left = self.left.clamp(Duration::from_millis(1), MAX_TTL);
+        Ttl::new(left).map_or(sent, |left| left.valid_until(sent))
+    }
 }
 
 impl QuorumStore {
@@ -410,8 +420,7 @@ impl QuorumStore {
                 None => false,
                 Some(false) => true,
                 Some(true) if answered == nodes => true,
-                Some(true) => held_until(&proposals, majority, sent)
-                    .is_none_or(|until| until > Instant::now() + deadline),
+                Some(true) => held_until(&proposals, majority, sent) > Instant::now() + deadline,
             }
         };
         let all = round::all(&self.inner.nodes);
@@ -695,14 +704,14 @@ impl LockStore for QuorumStore {
         // only find the lock gone.) Only nodes that hold it at least that long carry
         // the token: a lagging node's short lease must not be what the hand-out
         // waits on.
-        let gone = |until: Option<Instant>| until.is_some_and(|until| until <= Instant::now());
+        let gone = |until: Instant| until <= Instant::now();
         let cut = held_until(&proposals, majority, sent);
         if gone(cut) {
             return Ok(None);
         }
         let lasting: Vec<(usize, Proposal)> = proposals
             .into_iter()
-            .filter(|&(_, p)| lasts_until(p, sent, cut))
+            .filter(|&(_, p)| p.held_until(sent) >= cut)
             .collect();
         let tokens: Vec<(usize, u64)> = lasting.iter().map(|&(i, p)| (i, p.token)).collect();
         let plan = FencePlan::new(&tokens);
@@ -877,14 +886,6 @@ async fn take(
     })
 }
 
-/// Until when a node that reported `left` of a lease, to a request sent at `sent`,
-/// surely holds it: the lease less the drift allowance, counted from the send. A
-/// lease too long for a [`Ttl`] (made longer by hand) counts as the longest one.
-fn surely_held_until(left: Duration, sent: Instant) -> Instant {
-    let left = left.clamp(Duration::from_millis(1), MAX_TTL);
-    Ttl::new(left).map_or(sent, |left| left.valid_until(sent))
-}
-
 /// The proposals among `answers`, by node index.
 fn proposals_in(answers: &Answers<Option<Proposal>>) -> Vec<(usize, Proposal)> {
     (0..answers.len())
@@ -897,38 +898,16 @@ fn proposals_in(answers: &Answers<Option<Proposal>>) -> Vec<(usize, Proposal)> {
 
 /// Until when at least `needed` of the nodes that made `proposals` surely hold the
 /// lock, by the leases they reported to requests sent at `sent`: the `needed`-th
-/// latest of their ends. `None` when that many hold it without end; `sent` when
-/// fewer than `needed` proposed.
-fn held_until(proposals: &[(usize, Proposal)], needed: usize, sent: Instant) -> Option<Instant> {
-    let mut ends: Vec<Option<Instant>> = proposals
-        .iter()
-        .map(|(_, p)| p.left.map(|left| surely_held_until(left, sent)))
-        .collect();
-    // Latest first: `None` (without end) before any instant.
-    ends.sort_by(|a, b| match (a, b) {
-        (None, None) => std::cmp::Ordering::Equal,
-        (None, Some(_)) => std::cmp::Ordering::Less,
-        (Some(_), None) => std::cmp::Ordering::Greater,
-        (Some(a), Some(b)) => b.cmp(a),
-    });
-    ends.get(needed.saturating_sub(1))
-        .copied()
-        .unwrap_or(Some(sent))
-}
-
-/// Whether the node that made `proposal` (to a request sent at `sent`) surely holds
-/// the lock until `cut` (`None`: without end).
-fn lasts_until(proposal: Proposal, sent: Instant, cut: Option<Instant>) -> bool {
-    match (proposal.left, cut) {
-        (None, _) => true,
-        (Some(_), None) => false,
-        (Some(left), Some(cut)) => surely_held_until(left, sent) >= cut,
-    }
+/// latest of their ends; `sent` when fewer than `needed` proposed.
+fn held_until(proposals: &[(usize, Proposal)], needed: usize, sent: Instant) -> Instant {
+    let mut ends: Vec<Instant> = proposals.iter().map(|(_, p)| p.held_until(sent)).collect();
+    ends.sort_unstable_by(|a, b| b.cmp(a));
+    ends.get(needed.saturating_sub(1)).copied().unwrap_or(sent)
 }
 
 /// A node's proposal for a token on demand (`scripts/quorum/propose.lua`): the
-/// proposal, and how long the node said it still holds the lock for the caller
-/// (`None`: without end); `None` when it does not hold it for the caller.
+/// proposal, and how long the node said it still holds the lock for the caller;
+/// `None` when it does not hold it for the caller.
 async fn propose(node: &RedisStore, key: &LockKey, hold: &Hold) -> Result<Option<Proposal>> {
     let mut call = scripts::QUORUM_PROPOSE.prepare_invoke();
     call.key(key.as_str())
@@ -939,7 +918,8 @@ async fn propose(node: &RedisStore, key: &LockKey, hold: &Hold) -> Result<Option
     let (ours, proposal, pttl): (i64, u64, i64) = node.run(&call, key).await?;
     Ok((ours == 1).then(|| Proposal {
         token: proposal,
-        left: u64::try_from(pttl).ok().map(Duration::from_millis),
+        // PTTL -1: made endless by hand.
+        left: u64::try_from(pttl).map_or(MAX_TTL, Duration::from_millis),
     }))
 }
 
