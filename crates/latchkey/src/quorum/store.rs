@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use redis::ScriptInvocation;
 
 use super::attempts::{Attempts, Hold, owner_of};
 use super::report::{NodeAnswer, NodeReport};
@@ -284,13 +285,14 @@ impl QuorumStore {
         settled: impl FnMut(&Answers<bool>) -> bool,
     ) -> Answers<bool> {
         let deadline = self.node_deadline(hold.ttl);
+        let call = Arc::new(release_call(key, &hold.value, hold.ttl));
         round::ask_detached(
             &self.inner.nodes,
             asked,
             deadline,
             |node| {
-                let (key, value, ttl) = (key.clone(), hold.value.clone(), hold.ttl);
-                async move { release(&node, &key, &value, ttl).await }
+                let (call, key) = (call.clone(), key.clone());
+                async move { node.run(&call, &key).await }
             },
             settled,
         )
@@ -535,13 +537,14 @@ impl LockStore for QuorumStore {
         // later the holder has lost it. A take landing after this attempt's undo or
         // release sets nothing (`ended.lua`).
         let propose = request.fenced;
+        let call = Arc::new(take_call(key, &hold.value, ttl, propose));
         let answers = round::ask_detached(
             &self.inner.nodes,
             &all,
             deadline,
             |node| {
-                let (key, value) = (key.clone(), hold.value.clone());
-                async move { take(&node, &key, &value, ttl, propose).await }
+                let (call, key) = (call.clone(), key.clone());
+                async move { take(&node, &call, &key).await }
             },
             round::until_decided(all.len(), majority, |t| matches!(t, Taken::Granted(_))),
         )
@@ -860,13 +863,14 @@ fn parse(urls: &[impl AsRef<str>]) -> Result<(Vec<RedisStore>, Vec<bool>)> {
     Ok((nodes.into_iter().map(|(_, node)| node).collect(), tls))
 }
 
-async fn take(
-    node: &RedisStore,
+/// A take of `key` for `value`, built once for every node: each node's request only
+/// sends it (building it per node cost the client ten allocations a node).
+fn take_call(
     key: &LockKey,
     value: &OwnerToken,
     ttl: Ttl,
     propose: bool,
-) -> Result<Taken> {
+) -> ScriptInvocation<'static> {
     let mut call = scripts::QUORUM_TAKE.prepare_invoke();
     call.key(key.as_str())
         .key(key.fence())
@@ -876,7 +880,11 @@ async fn take(
         .arg(CLOCK_STEP_US)
         .arg(memory(ttl))
         .arg(if propose { "1" } else { "0" });
-    let (taken, value, holder): (i64, i64, Option<String>) = node.run(&call, key).await?;
+    call
+}
+
+async fn take(node: &RedisStore, call: &ScriptInvocation<'_>, key: &LockKey) -> Result<Taken> {
+    let (taken, value, holder): (i64, i64, Option<String>) = node.run(call, key).await?;
     if taken == 1 {
         return Ok(Taken::Granted(u64::try_from(value).unwrap_or(0)));
     }
@@ -970,14 +978,15 @@ async fn extend(
     node.run(&call, key).await
 }
 
-async fn release(node: &RedisStore, key: &LockKey, value: &OwnerToken, ttl: Ttl) -> Result<bool> {
+/// A release of `value`, built once for every node (as [`take_call`]).
+fn release_call(key: &LockKey, value: &OwnerToken, ttl: Ttl) -> ScriptInvocation<'static> {
     let mut call = scripts::QUORUM_RELEASE.prepare_invoke();
     call.key(key.as_str())
         .key(key.channel())
         .key(key.companion(ENDED))
         .arg(value.as_str())
         .arg(ttl.as_millis());
-    node.run(&call, key).await
+    call
 }
 
 /// How long a counter is kept: [`FENCE_MEMORY`], or the lease if that is longer.

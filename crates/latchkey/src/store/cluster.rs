@@ -1,5 +1,7 @@
 //! Redis Cluster specifics: connecting from seed nodes, and walking every primary.
 
+use std::sync::Arc;
+
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::{ConnectionInfo, ProtocolVersion, RedisResult, Value};
 use tokio::sync::mpsc;
@@ -37,7 +39,7 @@ pub(super) fn target(seeds: &[ConnectionInfo]) -> Result<(Target, Source, String
         .push_sender(pushes)
         .build()
         .map_err(context)?;
-    let target = Target::Cluster(Box::new(commands));
+    let target = Target::Cluster(Arc::new(commands));
     Ok((target, Source::Cluster(subscriber, received), node))
 }
 

@@ -170,10 +170,25 @@ impl Replaceable {
 
     /// The connection in use, made first if there is none. Behind Sentinel, the
     /// server it goes to was named the primary at most [`PRIMARY_CHECK`] ago.
+    ///
+    /// Every command awaits this, so the common case (a connection in use, no
+    /// question for the Sentinels due) takes no await, and the rest is boxed: its
+    /// future (a connect, a lock of `connecting`) would otherwise be allocated and
+    /// moved with every command's (about 1 % of an uncontended lock cycle's client
+    /// instructions, callgrind).
     async fn current(&self) -> RedisResult<(u64, Live)> {
-        if self.in_use().is_some() && self.must_ask_for_primary(PRIMARY_CHECK) {
-            // Boxed: rare, and it keeps every command's future small.
-            Box::pin(self.follow_primary(PRIMARY_CHECK)).await;
+        if !self.must_ask_for_primary(PRIMARY_CHECK) {
+            if let Some(in_use) = self.in_use() {
+                return Ok(in_use);
+            }
+        }
+        Box::pin(self.connect_or_follow()).await
+    }
+
+    /// [`Self::current`] when a connection must be made or the Sentinels asked.
+    async fn connect_or_follow(&self) -> RedisResult<(u64, Live)> {
+        if self.in_use().is_some() {
+            self.follow_primary(PRIMARY_CHECK).await;
         }
         if let Some(in_use) = self.in_use() {
             return Ok(in_use);

@@ -144,7 +144,7 @@ impl RedisStore {
     /// A store on one server, not yet checked with a PING (a quorum checks its
     /// nodes together, and starts with some of them down).
     pub(crate) fn server(client: redis::Client, node: String) -> Self {
-        let target = Target::Server(Box::new(client));
+        let target = Target::Server(Arc::new(client));
         Self::unchecked(target.clone(), Source::Node(target), node)
     }
 
@@ -333,7 +333,7 @@ impl RedisStore {
             );
             return self;
         }
-        let target = Target::Server(Box::new(client));
+        let target = Target::Server(Arc::new(client));
         self.subscriber = Some(Subscriber::new(Source::Node(target), self.node.clone()));
         self
     }

@@ -12,15 +12,16 @@ use super::CONNECT_TIMEOUT;
 use super::sentinel::SentinelSet;
 use crate::error::connection_failed;
 
-/// The server(s) behind a connection of ours; cheap to clone.
+/// The server(s) behind a connection of ours; cheap to clone (a store, which holds
+/// one, is cloned for every acquisition).
 #[derive(Clone)]
 pub(crate) enum Target {
     /// One address, for good.
-    Server(Box<redis::Client>),
+    Server(Arc<redis::Client>),
     /// The primary of a master name, as the Sentinels say at each (re)connect.
     Sentinel(Arc<SentinelSet>),
     /// A cluster, from its seed nodes (the slot map is read at each connect).
-    Cluster(Box<ClusterClient>),
+    Cluster(Arc<ClusterClient>),
 }
 
 /// A connection made to a [`Target`].
