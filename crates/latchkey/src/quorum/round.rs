@@ -43,39 +43,66 @@ where
     gather(nodes.len(), pending, settled).await
 }
 
-/// Like [`ask`], but each request runs in a task of its own, to completion even
-/// after the round settled or its deadline passed: for releases, which must reach
-/// every node however early the caller stops waiting. Only the waiting is cut off
-/// at the deadline; the request is still written (a request whose caller stopped
-/// waiting before the connection wrote it would otherwise be skipped), and its task
-/// ends with the connection's own reply timeout.
+/// Like [`ask`], but the requests run in a task of their own, each to completion
+/// even after the round settled or its deadline passed: for takes and releases,
+/// which must reach every node however early the caller stops waiting. Only the
+/// waiting is cut off at the deadline; every request is still written (a request
+/// whose caller stopped waiting before the connection wrote it would otherwise be
+/// skipped), and the task ends with the connections' own reply timeout.
+///
+/// One task for the round, not one per node: a task costs the client an allocation
+/// the size of its future and a wake-up, and the round's requests share one
+/// deadline anyway (all are sent at once).
 pub(crate) async fn ask_detached<T, F, Fut>(
     nodes: &[RedisStore],
     asked: &[usize],
     deadline: Duration,
     call: F,
-    settled: impl FnMut(&Answers<T>) -> bool,
+    mut settled: impl FnMut(&Answers<T>) -> bool,
 ) -> Answers<T>
 where
     T: Send + 'static,
     F: Fn(RedisStore) -> Fut,
     Fut: Future<Output = Result<T>> + Send + 'static,
 {
-    let pending: FuturesUnordered<_> = asked
+    let (sender, mut replies) = tokio::sync::mpsc::unbounded_channel();
+    let requests: FuturesUnordered<_> = asked
         .iter()
         .map(|&index| {
-            let node = nodes[index].clone();
-            let name = node.node().to_owned();
-            let request = call(node);
-            let task = tokio::spawn(request);
-            async move {
-                // A task only fails to join if it panicked: no reply from the node.
-                let joined = async { task.await.unwrap_or_else(|_| Err(Error::no_reply(&name))) };
-                (index, Some(within(deadline, &name, joined).await))
-            }
+            let request = call(nodes[index].clone());
+            async move { (index, request.await) }
         })
         .collect();
-    gather(nodes.len(), pending, settled).await
+    tokio::spawn(requests.for_each(move |reply| {
+        // The round may have settled, and stopped listening: nothing to tell.
+        let _ = sender.send(reply);
+        std::future::ready(())
+    }));
+    let mut answers: Answers<T> = (0..nodes.len()).map(|_| None).collect();
+    let gathered = tokio::time::timeout(deadline, async {
+        while let Some((index, reply)) = replies.recv().await {
+            answers[index] = Some(reply);
+            if settled(&answers) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    if gathered == Ok(true) {
+        return answers;
+    }
+    for &index in asked {
+        if answers[index].is_none() {
+            let name = nodes[index].node();
+            answers[index] = Some(Err(match gathered {
+                Err(_) => Error::no_reply_within(name, deadline),
+                // The requests ended without this node's reply: their task panicked.
+                Ok(_) => Error::no_reply(name),
+            }));
+        }
+    }
+    answers
 }
 
 /// `request`'s reply, or a no-reply error naming `node` once `deadline` passed.
