@@ -174,18 +174,56 @@ pub struct LockKey(Arc<Names>);
 
 /// A lock's key and its companions' names, built once per [`LockKey`] and shared by
 /// its clones (every acquisition hands copies to its guard and its release).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 struct Names {
     kind: Kind,
     /// Its metrics carry its name (see [`crate::metrics`]).
     named_metrics: bool,
+    /// The names one after another, in one allocation (a mutex is often made per
+    /// call, and one string per name cost it eight allocations): see [`Name`].
+    text: String,
+    /// Where each [`Name`] ends in `text`.
+    ends: [usize; NAMES],
+}
+
+/// The names kept in [`Names::text`], in order.
+#[derive(Clone, Copy)]
+enum Name {
     /// The name the primitive was made with, prefix included, for messages.
-    name: String,
-    key: String,
-    fence: String,
-    queue: String,
-    leases: String,
-    channel: String,
+    Given,
+    Key,
+    Fence,
+    Queue,
+    Leases,
+    Channel,
+}
+
+const NAMES: usize = 6;
+
+impl Names {
+    fn get(&self, name: Name) -> &str {
+        let index = name as usize;
+        let start = match index {
+            0 => 0,
+            _ => self.ends[index - 1],
+        };
+        &self.text[start..self.ends[index]]
+    }
+}
+
+impl std::fmt::Debug for Names {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Names")
+            .field("kind", &self.kind)
+            .field("named_metrics", &self.named_metrics)
+            .field("name", &self.get(Name::Given))
+            .field("key", &self.get(Name::Key))
+            .field("fence", &self.get(Name::Fence))
+            .field("queue", &self.get(Name::Queue))
+            .field("leases", &self.get(Name::Leases))
+            .field("channel", &self.get(Name::Channel))
+            .finish()
+    }
 }
 
 impl LockKey {
@@ -213,12 +251,7 @@ impl LockKey {
         validate_name(name)?;
         let key = [prefix.as_str(), name].concat();
         let tagged = tagged(&key)?;
-        Ok(LockKey::with_companions(
-            Kind::Lock,
-            key.clone(),
-            key,
-            &tagged,
-        ))
+        Ok(LockKey::with_companions(Kind::Lock, &key, &key, &tagged))
     }
 
     /// The keys of the primitive of `kind` (a semaphore or a read-write lock) named
@@ -234,7 +267,7 @@ impl LockKey {
     /// [`namespaced`](Self::namespaced)).
     pub(crate) fn sibling(&self, kind: Kind) -> Self {
         let key = self.companion(kind.companion());
-        LockKey::with_companions(kind, self.0.name.clone(), key.clone(), &key)
+        LockKey::with_companions(kind, self.name(), &key, &key)
     }
 
     /// The companion `kind` of this key as a key of its own, with its own channel
@@ -242,7 +275,7 @@ impl LockKey {
     /// candidates waiting for the lock).
     pub(crate) fn companion_key(&self, kind: &str) -> Self {
         let key = self.companion(kind);
-        LockKey::with_companions(self.kind(), self.0.name.clone(), key.clone(), &key)
+        LockKey::with_companions(self.kind(), self.name(), &key, &key)
     }
 
     /// The keys of a recipe named `prefix + name` that keeps its state in the
@@ -256,16 +289,27 @@ impl LockKey {
 
     /// The key `key` of the `kind` named `name`, its companions named after
     /// `tagged` (the key with a hash tag).
-    fn with_companions(kind: Kind, name: String, key: String, tagged: &str) -> Self {
+    fn with_companions(kind: Kind, name: &str, key: &str, tagged: &str) -> Self {
+        // In the order of `Name`, each the concatenation of its pieces.
+        let parts: [[&str; 3]; NAMES] = [
+            [name, "", ""],
+            [key, "", ""],
+            [tagged, ":lk:", "fence"],
+            [tagged, ":lk:", "queue"],
+            [tagged, ":lk:", "leases"],
+            [tagged, ":lk:", "wake"],
+        ];
+        let mut text = String::with_capacity(parts.iter().flatten().map(|p| p.len()).sum());
+        let mut ends = [0; NAMES];
+        for (end, part) in ends.iter_mut().zip(&parts) {
+            part.iter().for_each(|piece| text.push_str(piece));
+            *end = text.len();
+        }
         LockKey(Arc::new(Names {
             kind,
             named_metrics: false,
-            name,
-            fence: companion(tagged, "fence"),
-            queue: companion(tagged, "queue"),
-            leases: companion(tagged, "leases"),
-            channel: companion(tagged, "wake"),
-            key,
+            text,
+            ends,
         }))
     }
 
@@ -278,7 +322,7 @@ impl LockKey {
     /// # Ok::<(), latchkey::Error>(())
     /// ```
     pub fn as_str(&self) -> &str {
-        &self.0.key
+        self.0.get(Name::Key)
     }
 
     /// What this key belongs to: a lock, or a semaphore's or read-write lock's
@@ -290,7 +334,7 @@ impl LockKey {
     /// The name the primitive was made with (prefix included): what messages show,
     /// never an internal key such as `{pool}:lk:sem`.
     pub(crate) fn name(&self) -> &str {
-        &self.0.name
+        self.0.get(Name::Given)
     }
 
     /// Whether its metrics carry its name (see [`crate::metrics`]).
@@ -308,22 +352,22 @@ impl LockKey {
 
     /// The key of the lock's fencing counter.
     pub(crate) fn fence(&self) -> &str {
-        &self.0.fence
+        self.0.get(Name::Fence)
     }
 
     /// The sorted set of waiters, in order of arrival.
     pub(crate) fn queue(&self) -> &str {
-        &self.0.queue
+        self.0.get(Name::Queue)
     }
 
     /// The sorted set of waiter leases (when each waiter counts as dead).
     pub(crate) fn leases(&self) -> &str {
-        &self.0.leases
+        self.0.get(Name::Leases)
     }
 
     /// The pub/sub channel on which waiters hear that it is their turn.
     pub(crate) fn channel(&self) -> &str {
-        &self.0.channel
+        self.0.get(Name::Channel)
     }
 
     /// The companion key of `kind` (`rate`, `gcra` …): one of the keys a rate
@@ -397,8 +441,9 @@ fn tagged(key: &str) -> Result<String> {
     Ok(["{", key, "}"].concat())
 }
 
-/// `concat`, not `format!`: a lock key is built on every `Client::mutex`, and the
-/// formatting machinery cost it about four times as many instructions.
+/// `concat`, not `format!`: some companions are named per call (a rate limiter's,
+/// a quorum's `ended`), and the formatting machinery costs about four times as many
+/// instructions.
 fn companion(tagged: &str, kind: &str) -> String {
     [tagged, ":lk:", kind].concat()
 }
