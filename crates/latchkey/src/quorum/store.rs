@@ -387,13 +387,13 @@ impl QuorumStore {
             return (true, Vec::new());
         }
         let deadline = self.node_deadline(hold.ttl);
-        let fence = plan.fence;
+        let call = raise_call(key, hold, plan.fence);
         let answers = self
             .ask(
                 &plan.raise,
                 deadline,
                 needed,
-                |node| raise(node, key, hold, fence),
+                |node| node.run::<bool>(&call, key),
                 |held| *held,
             )
             .await;
@@ -426,8 +426,9 @@ impl QuorumStore {
             }
         };
         let all = round::all(&self.inner.nodes);
-        let call = |node| propose(node, key, hold);
-        let answers = round::ask(&self.inner.nodes, &all, deadline, call, settled).await;
+        let call = propose_call(key, hold);
+        let ask = |node| propose(node, &call, key);
+        let answers = round::ask(&self.inner.nodes, &all, deadline, ask, settled).await;
         let proposals = proposals_in(&answers);
         if proposals.len() >= majority {
             return Ok(Some(proposals));
@@ -460,12 +461,13 @@ impl QuorumStore {
             return;
         }
         let deadline = self.node_deadline(ttl);
+        let call = extend_call(key, hold, ttl, Extend::TakingBack);
         let taken = self
             .ask(
                 &free,
                 deadline,
                 free.len(),
-                |node| extend(node, key, hold, ttl, Extend::TakingBack),
+                |node| node.run::<i64>(&call, key),
                 |reply| *reply == Extended::TakenBack as i64,
             )
             .await;
@@ -650,11 +652,12 @@ impl LockStore for QuorumStore {
         // Every node is heard (each within its deadline), not just a majority: the
         // free ones are taken back next, and a renewal runs in the background, so
         // waiting for the slowest costs no caller anything.
+        let call = extend_call(key, &hold, ttl, Extend::WhereHeld);
         let answers = round::ask(
             &self.inner.nodes,
             &all,
             deadline,
-            |node| extend(node, key, &hold, ttl, Extend::WhereHeld),
+            |node| node.run::<i64>(&call, key),
             |_| false,
         )
         .await;
@@ -916,14 +919,23 @@ fn held_until(proposals: &[(usize, Proposal)], needed: usize, sent: Instant) -> 
 /// A node's proposal for a token on demand (`scripts/quorum/propose.lua`): the
 /// proposal, and how long the node said it still holds the lock for the caller;
 /// `None` when it does not hold it for the caller.
-async fn propose(node: &RedisStore, key: &LockKey, hold: &Hold) -> Result<Option<Proposal>> {
+/// A proposal request for `hold`, built once for every node (as [`take_call`]).
+fn propose_call(key: &LockKey, hold: &Hold) -> ScriptInvocation<'static> {
     let mut call = scripts::QUORUM_PROPOSE.prepare_invoke();
     call.key(key.as_str())
         .key(key.fence())
         .arg(hold.value.as_str())
         .arg(CLOCK_STEP_US)
         .arg(memory(hold.ttl));
-    let (ours, proposal, pttl): (i64, u64, i64) = node.run(&call, key).await?;
+    call
+}
+
+async fn propose(
+    node: &RedisStore,
+    call: &ScriptInvocation<'_>,
+    key: &LockKey,
+) -> Result<Option<Proposal>> {
+    let (ours, proposal, pttl): (i64, u64, i64) = node.run(call, key).await?;
     Ok((ours == 1).then(|| Proposal {
         token: proposal,
         // PTTL -1: made endless by hand.
@@ -931,14 +943,15 @@ async fn propose(node: &RedisStore, key: &LockKey, hold: &Hold) -> Result<Option
     }))
 }
 
-async fn raise(node: &RedisStore, key: &LockKey, hold: &Hold, fence: u64) -> Result<bool> {
+/// A write-back of `fence` for `hold`, built once for every node (as [`take_call`]).
+fn raise_call(key: &LockKey, hold: &Hold, fence: u64) -> ScriptInvocation<'static> {
     let mut call = scripts::QUORUM_FENCE.prepare_invoke();
     call.key(key.as_str())
         .key(key.fence())
         .arg(hold.value.as_str())
         .arg(fence)
         .arg(memory(hold.ttl));
-    node.run(&call, key).await
+    call
 }
 
 /// What an extend asks of a node (see `scripts/quorum/extend.lua`).
@@ -959,13 +972,8 @@ enum Extended {
     Free = 3,
 }
 
-async fn extend(
-    node: &RedisStore,
-    key: &LockKey,
-    hold: &Hold,
-    ttl: Ttl,
-    how: Extend,
-) -> Result<i64> {
+/// An extend of `hold`, built once for every node (as [`take_call`]).
+fn extend_call(key: &LockKey, hold: &Hold, ttl: Ttl, how: Extend) -> ScriptInvocation<'static> {
     let mut call = scripts::QUORUM_EXTEND.prepare_invoke();
     call.key(key.as_str())
         .key(key.fence())
@@ -975,7 +983,7 @@ async fn extend(
         .arg(hold.fence)
         .arg(memory(ttl))
         .arg(if how == Extend::TakingBack { "1" } else { "0" });
-    node.run(&call, key).await
+    call
 }
 
 /// A release of `value`, built once for every node (as [`take_call`]).
