@@ -2,8 +2,10 @@
 //! its own deadline, collected until the outcome is settled.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use futures_util::stream::{FuturesUnordered, Stream, StreamExt};
 
 use super::tally;
@@ -69,8 +71,11 @@ where
     let requests: FuturesUnordered<_> = asked
         .iter()
         .map(|&index| {
-            let request = call(nodes[index].clone());
-            async move { (index, request.await) }
+            // A request that panics must not take the others down with the task:
+            // it counts as a node that did not answer (`None`), as in a task of
+            // its own.
+            let request = AssertUnwindSafe(call(nodes[index].clone())).catch_unwind();
+            async move { (index, request.await.ok()) }
         })
         .collect();
     tokio::spawn(requests.for_each(move |reply| {
@@ -81,6 +86,7 @@ where
     let mut answers: Answers<T> = (0..nodes.len()).map(|_| None).collect();
     let gathered = tokio::time::timeout(deadline, async {
         while let Some((index, reply)) = replies.recv().await {
+            let reply = reply.unwrap_or_else(|| Err(Error::no_reply(nodes[index].node())));
             answers[index] = Some(reply);
             if settled(&answers) {
                 return true;
@@ -92,14 +98,20 @@ where
     if gathered == Ok(true) {
         return answers;
     }
+    // The nodes yet to answer fail one by one, as their own deadlines would.
     for &index in asked {
-        if answers[index].is_none() {
-            let name = nodes[index].node();
-            answers[index] = Some(Err(match gathered {
-                Err(_) => Error::no_reply_within(name, deadline),
-                // The requests ended without this node's reply: their task panicked.
-                Ok(_) => Error::no_reply(name),
-            }));
+        if answers[index].is_some() {
+            continue;
+        }
+        let name = nodes[index].node();
+        answers[index] = Some(Err(match gathered {
+            Err(_) => Error::no_reply_within(name, deadline),
+            // Every request ended without this node's reply: the runtime is
+            // shutting down.
+            Ok(_) => Error::no_reply(name),
+        }));
+        if settled(&answers) {
+            break;
         }
     }
     answers
@@ -159,4 +171,54 @@ pub(crate) fn until_decided<T>(
 /// Every node's index, to ask them all.
 pub(crate) fn all(nodes: &[RedisStore]) -> Vec<usize> {
     (0..nodes.len()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latchkey_testkit::RedisServer;
+
+    /// What [`ask_detached`] promises its callers (takes and releases): every
+    /// request runs to its end, even after the round settled, and one that
+    /// panics is a node that did not answer, not the end of the others.
+    #[tokio::test]
+    async fn a_request_that_panics_leaves_the_others_to_run_to_their_end() {
+        let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+        let mut nodes = Vec::new();
+        for server in &servers {
+            nodes.push(RedisStore::open(&server.url()).await.unwrap());
+        }
+        let broken = nodes[0].node().to_owned();
+        let set = |node: RedisStore| {
+            let broken = broken.clone();
+            async move {
+                assert_ne!(node.node(), broken, "a bug in one node's request");
+                // Answers after the round settled on the broken node's "answer".
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let set = redis::cmd("SET").arg("landed").arg("1").clone();
+                node.query::<()>(&set)
+                    .await
+                    .map_err(|error| node.error(error, "landed"))
+            }
+        };
+        let first_answer = |answers: &Answers<()>| answers.iter().flatten().count() >= 1;
+        let answers = ask_detached(
+            &nodes,
+            &all(&nodes),
+            Duration::from_secs(5),
+            set,
+            first_answer,
+        )
+        .await;
+        assert!(matches!(answers[0], Some(Err(Error::Unreachable { .. }))));
+        assert!(answers[1].is_none() && answers[2].is_none());
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        for server in &servers[1..] {
+            let landed: Option<String> = redis::cmd("GET")
+                .arg("landed")
+                .query(&mut server.connection().unwrap())
+                .unwrap();
+            assert_eq!(landed.as_deref(), Some("1"), "a request was cut short");
+        }
+    }
 }

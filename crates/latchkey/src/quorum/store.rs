@@ -275,8 +275,8 @@ impl QuorumStore {
 
     /// Releases `value` on the nodes `asked`, each within `deadline`, until
     /// `settled` says the answers are enough. The requests to the nodes not waited
-    /// for are sent all the same (each in a task of its own), and a stopped node
-    /// runs its own when it wakes.
+    /// for are sent all the same (in the round's task, [`round::ask_detached`]),
+    /// and a stopped node runs its own when it wakes.
     async fn release_on(
         &self,
         key: &LockKey,
