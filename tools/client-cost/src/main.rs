@@ -45,7 +45,11 @@ where
                 let name = format!("client-cost:{task}");
                 for _ in 0..cycles {
                     let mutex = client.mutex(&name).map_err(|e| e.to_string())?;
-                    let guard = mutex.with_lease(lease).lock().await.map_err(|e| e.to_string())?;
+                    let guard = mutex
+                        .with_lease(lease)
+                        .lock()
+                        .await
+                        .map_err(|e| e.to_string())?;
                     guard.release().await.map_err(|e| e.to_string())?;
                 }
                 Ok(())
