@@ -13,6 +13,7 @@
 set -euo pipefail
 budget=""
 if [ "${1:-}" = "--budget" ]; then
+  [ -f "${2:-}" ] || { echo "client-cost.sh: no budget file ${2:-}" >&2; exit 2; }
   budget=$(realpath "$2")
 fi
 cd "$(dirname "$0")/../tools/client-cost"
