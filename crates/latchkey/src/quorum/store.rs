@@ -916,9 +916,6 @@ fn held_until(proposals: &[(usize, Proposal)], needed: usize, sent: Instant) -> 
     ends.get(needed.saturating_sub(1)).copied().unwrap_or(sent)
 }
 
-/// A node's proposal for a token on demand (`scripts/quorum/propose.lua`): the
-/// proposal, and how long the node said it still holds the lock for the caller;
-/// `None` when it does not hold it for the caller.
 /// A proposal request for `hold`, built once for every node (as [`take_call`]).
 fn propose_call(key: &LockKey, hold: &Hold) -> ScriptInvocation<'static> {
     let mut call = scripts::QUORUM_PROPOSE.prepare_invoke();
@@ -930,6 +927,9 @@ fn propose_call(key: &LockKey, hold: &Hold) -> ScriptInvocation<'static> {
     call
 }
 
+/// A node's proposal for a token on demand (`scripts/quorum/propose.lua`): the
+/// proposal, and how long the node said it still holds the lock for the caller;
+/// `None` when it does not hold it for the caller.
 async fn propose(
     node: &RedisStore,
     call: &ScriptInvocation<'_>,
