@@ -3,6 +3,11 @@
 //! log, in one MULTI/EXEC. Half of them run under a lock (`guard.transaction`), some
 //! after that lock's lease has run out. The log read back after the run shows every
 //! write that landed, exactly once each.
+//!
+//! The lock is held on the run's `--ttl`, renewed, as the lock workload's are: a
+//! hold that outlives its holder (a release a failover threw away, a grant to an
+//! attempt that was cancelled) then blocks the lock for that long, not for the
+//! default 30 s lease, and the liveness check can hold every worker to taking it.
 
 use std::time::Duration;
 
@@ -45,12 +50,14 @@ pub fn keys(lock: &str) -> (String, String) {
     (format!("{{{lock}}}:count"), format!("{{{lock}}}:log"))
 }
 
-/// Runs one transaction on `lock` with id `id`, under a lock one time in two (and
-/// then, one time in five, only after that lock's fixed lease has run out).
+/// Runs one transaction on `lock` with id `id`, under a lock one time in two, held
+/// on a lease of `ttl` renewed (and then, one time in five, only after that lock's
+/// fixed 50 ms lease has run out).
 pub async fn run_one(
     client: &Client<RedisStore>,
     holder: Holder,
     lock: &str,
+    ttl: Duration,
     rng: &mut StdRng,
 ) -> Tx {
     let id = format!(
@@ -62,7 +69,7 @@ pub async fn run_one(
     let sent_us = now_us();
     let outcome = match guarded {
         false => unguarded(client, lock, &id).await,
-        true => guarded_by_lock(client, lock, &id, outlive).await,
+        true => guarded_by_lock(client, lock, &id, ttl, outlive).await,
     };
     Tx {
         holder,
@@ -91,24 +98,26 @@ pub fn tx_lock(lock: &str) -> String {
     format!("{{{lock}}}:tx")
 }
 
-/// Under the lock [`tx_lock`]; with `outlive`, the transaction starts only after
-/// the lock's 50 ms fixed lease ran out: it must then write nothing.
+/// Under the lock [`tx_lock`], held on `ttl` renewed; with `outlive`, on a fixed
+/// 50 ms lease instead, and the transaction starts only after it ran out: it must
+/// then write nothing.
 async fn guarded_by_lock(
     client: &Client<RedisStore>,
     lock: &str,
     id: &str,
+    ttl: Duration,
     outlive: bool,
 ) -> TxOutcome {
     let (count, log) = keys(lock);
-    let Ok(mutex) = client.mutex(&tx_lock(lock)) else {
-        return TxOutcome::NotWritten;
+    let lease = match outlive {
+        true => Lease::fixed(Duration::from_millis(50)),
+        false => Lease::renewed(ttl),
     };
-    let mutex = match outlive {
-        true => match Lease::fixed(Duration::from_millis(50)) {
-            Ok(lease) => mutex.with_lease(lease),
-            Err(_) => return TxOutcome::NotWritten,
-        },
-        false => mutex,
+    let Ok(mutex) = client
+        .mutex(&tx_lock(lock))
+        .and_then(|m| lease.map(|l| m.with_lease(l)))
+    else {
+        return TxOutcome::NotWritten;
     };
     let Ok(guard) = mutex.lock_timeout(Duration::from_secs(2)).await else {
         return TxOutcome::NotWritten;

@@ -300,7 +300,9 @@ async fn tx_loop(shared: Shared<RedisStore>, mut holder: Holder) {
     while !shared.stopping.load(Ordering::Relaxed) {
         holder.seq += 1;
         let lock = format!("torture:{}", rng.random_range(0..shared.args.locks));
-        let tx = crate::transactions::run_one(&shared.client, holder, &lock, &mut rng).await;
+        let tx =
+            crate::transactions::run_one(&shared.client, holder, &lock, shared.args.ttl, &mut rng)
+                .await;
         let failed = tx.outcome == crate::transactions::TxOutcome::Unknown;
         shared.write(&Record::Tx(tx));
         let pause = if failed { 50 } else { rng.random_range(0..5) };

@@ -1,6 +1,8 @@
 //! Liveness: once the faults stop, every live worker takes every lock again. In the
 //! quiet phase each worker process must complete (attempt begun and release
-//! returned inside the phase) at least one acquisition of every lock. A process
+//! returned inside the phase) at least one acquisition of every lock; in the
+//! transaction workload, one transaction on its counter under its lock and one
+//! without it. A process
 //! wedged behind a holder that no longer exists fails this. A lock a killed
 //! holder's lease may still hold until less than [`MIN_FREE_US`] before the phase
 //! ends (one acquisition in twenty takes a 10 s lease) is not checked: waiting out
@@ -21,6 +23,7 @@ use serde::Serialize;
 
 use super::orphans::orphan_runs;
 use super::{Property, Verdict, ms};
+use crate::Workload;
 use crate::history::History;
 use crate::record::{Holder, LatchCallKind};
 use crate::sampler::HoldRun;
@@ -76,16 +79,21 @@ pub fn check(history: &History, verdict: &mut Verdict) {
         .collect();
     verdict.liveness.blocked_with_the_dead =
         history.facts.locks.len() - verdict.liveness.held_by_the_dead - checked.len();
+    let ways = Way::expected(history.facts.workload);
     for incarnation in live {
         verdict.liveness.live_workers += 1;
-        for &lock in &checked {
+        for (&lock, &way) in checked
+            .iter()
+            .flat_map(|lock| ways.iter().map(move |w| (lock, w)))
+        {
             let completed = successes(history)
-                .filter(|(holder, taken, start, end)| {
-                    holder.worker == incarnation.worker
-                        && holder.incarnation == incarnation.incarnation
-                        && taken == lock
-                        && *start >= from
-                        && *end <= to
+                .filter(|success| {
+                    success.holder.worker == incarnation.worker
+                        && success.holder.incarnation == incarnation.incarnation
+                        && success.lock == lock
+                        && success.way == way
+                        && success.start_us >= from
+                        && success.end_us <= to
                 })
                 .count();
             let fewest = verdict.liveness.fewest.get_or_insert(completed);
@@ -95,13 +103,45 @@ pub fn check(history: &History, verdict: &mut Verdict) {
                 verdict.violate(
                     Property::Liveness,
                     format!(
-                        "worker {} (incarnation {}) never took {lock} in the {} ms quiet phase",
+                        "worker {} (incarnation {}) never {} {lock} in the {} ms quiet phase",
                         incarnation.worker,
                         incarnation.incarnation,
+                        way.verb(),
                         ms(to - from)
                     ),
                 );
             }
+        }
+    }
+}
+
+/// What a worker must have done with every lock in the quiet phase. A transaction
+/// run under the lock and one run without it are checked apart: a lock left held
+/// for nobody stops only the first kind, and the second alone would hide it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Way {
+    /// Took it: an acquisition through its release, an allowed rate-limit call, an
+    /// answered count down.
+    Took,
+    /// Committed a transaction on its counter under its lock (`guard.transaction`).
+    CommittedUnderTheLock,
+    /// Committed a transaction on its counter without the lock.
+    CommittedWithoutTheLock,
+}
+
+impl Way {
+    fn expected(workload: Workload) -> &'static [Way] {
+        match workload {
+            Workload::Transaction => &[Way::CommittedUnderTheLock, Way::CommittedWithoutTheLock],
+            _ => &[Way::Took],
+        }
+    }
+
+    fn verb(self) -> &'static str {
+        match self {
+            Way::Took => "took",
+            Way::CommittedUnderTheLock => "committed a transaction under the lock of",
+            Way::CommittedWithoutTheLock => "committed a transaction without the lock on",
         }
     }
 }
@@ -201,24 +241,50 @@ fn orphans_last_seen(history: &History) -> HashMap<&str, u64> {
     last
 }
 
-/// Every time a worker got what it asked for, from its start to its end (wall µs):
-/// an acquisition through its release, an allowed rate-limit call, a committed
-/// transaction, an answered count down (each workload's way of taking a lock).
-fn successes(history: &History) -> impl Iterator<Item = (Holder, &str, u64, u64)> {
-    let holds = history.holds.iter().filter_map(|hold| {
+/// One time a worker got what it asked for of a lock, from its start to its end
+/// (wall µs).
+struct Success<'h> {
+    holder: Holder,
+    lock: &'h str,
+    way: Way,
+    start_us: u64,
+    end_us: u64,
+}
+
+/// Every time a worker got what it asked for: an acquisition through its release,
+/// an allowed rate-limit call, a committed transaction, an answered count down
+/// (each workload's way of taking a lock).
+fn successes(history: &History) -> impl Iterator<Item = Success<'_>> {
+    let took = |holder, lock, start_us, end_us| Success {
+        holder,
+        lock,
+        way: Way::Took,
+        start_us,
+        end_us,
+    };
+    let holds = history.holds.iter().filter_map(move |hold| {
         let end = hold.end.as_ref()?.release_end_us;
-        Some((hold.holder, hold.lock.as_str(), hold.attempt_start_us, end))
+        Some(took(hold.holder, &hold.lock, hold.attempt_start_us, end))
     });
     let calls = history
         .calls
         .iter()
         .filter(|call| call.allowed == Some(true))
-        .map(|call| (call.holder, call.lock.as_str(), call.sent_us, call.recv_us));
+        .map(move |call| took(call.holder, &call.lock, call.sent_us, call.recv_us));
     let txs = history
         .txs
         .iter()
         .filter(|tx| tx.outcome == TxOutcome::Committed)
-        .map(|tx| (tx.holder, tx.lock.as_str(), tx.sent_us, tx.recv_us));
+        .map(|tx| Success {
+            holder: tx.holder,
+            lock: &tx.lock,
+            way: match tx.guarded {
+                true => Way::CommittedUnderTheLock,
+                false => Way::CommittedWithoutTheLock,
+            },
+            start_us: tx.sent_us,
+            end_us: tx.recv_us,
+        });
     let latches = history
         .latches
         .iter()
@@ -226,7 +292,7 @@ fn successes(history: &History) -> impl Iterator<Item = (Holder, &str, u64, u64)
             LatchCallKind::CountDown { answer } => answer.is_some(),
             LatchCallKind::Wait { .. } => false,
         })
-        .map(|call| (call.holder, call.lock.as_str(), call.sent_us, call.recv_us));
+        .map(move |call| took(call.holder, &call.lock, call.sent_us, call.recv_us));
     holds.chain(calls).chain(txs).chain(latches)
 }
 
@@ -272,6 +338,38 @@ mod tests {
         let v = check(&history(quiet_run(2), &logs));
         assert_eq!(v.violations[&Property::Liveness], 1);
         assert_eq!(v.liveness.starved, 1);
+    }
+
+    /// Transactions: a worker whose transactions on a counter all commit without
+    /// the lock, none under it (the lock held for nobody), is starved of the lock.
+    #[test]
+    fn transactions_must_commit_both_under_the_lock_and_without_it() {
+        use crate::record::Record;
+        use crate::transactions::{Tx, TxOutcome};
+        let tx = |seq: u64, guarded: bool| {
+            Record::Tx(Tx {
+                holder: holder(0, seq),
+                lock: "l".into(),
+                id: format!("0.0.0.{seq}"),
+                guarded,
+                sent_us: 1_000_000 + seq * 10,
+                recv_us: 1_000_000 + seq * 10 + 5,
+                outcome: TxOutcome::Committed,
+            })
+        };
+        let run = |txs: Vec<Record>| {
+            let mut facts = quiet_run(1);
+            facts.workload = crate::Workload::Transaction;
+            let verdict = check(&history(facts, &[(None, txs)]));
+            let starved = verdict.violations.get(&Property::Liveness).copied();
+            (starved, verdict.examples)
+        };
+        let (starved, examples) = run(vec![tx(1, false), tx(2, false)]);
+        assert_eq!(starved, Some(1));
+        let example = format!("{examples:?}");
+        assert!(example.contains("under the lock of l"), "{example}");
+        assert_eq!(run(vec![tx(1, true), tx(2, true)]).0, Some(1));
+        assert_eq!(run(vec![tx(1, false), tx(2, true)]).0, None);
     }
 
     /// A worker killed holding the lock: its lease may block everyone until it
