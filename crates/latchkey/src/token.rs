@@ -48,7 +48,7 @@ impl OwnerToken {
     pub fn generate() -> Result<Self> {
         let mut bytes = [0u8; 16];
         getrandom::fill(&mut bytes).map_err(|e| Error::Entropy(e.to_string()))?;
-        Ok(OwnerToken(hex(&bytes) + MARK))
+        Ok(OwnerToken(hex(&bytes, MARK)))
     }
 
     /// A token latchkey made, written back as text (32 hex digits and `:lk`).
@@ -82,7 +82,10 @@ impl OwnerToken {
     /// The SHA-1 of the token, in hex: how a release names the waiter it wakes on the
     /// lock's channel, so the token itself is never published.
     pub(crate) fn waiter_id(&self) -> String {
-        hex(&sha1_smol::Sha1::from(self.0.as_bytes()).digest().bytes())
+        hex(
+            &sha1_smol::Sha1::from(self.0.as_bytes()).digest().bytes(),
+            "",
+        )
     }
 
     /// The first 4 hex digits and an ellipsis: enough to tell owners apart in logs.
@@ -119,12 +122,14 @@ pub(crate) fn mask_owner(owner: &str) -> String {
     format!("{shown}…")
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// `bytes` in lowercase hex, then `suffix`, in one allocation.
+fn hex(bytes: &[u8], suffix: &str) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(bytes.len() * 2);
+    let mut text = String::with_capacity(bytes.len() * 2 + suffix.len());
     for byte in bytes {
         text.push(char::from(DIGITS[usize::from(byte >> 4)]));
         text.push(char::from(DIGITS[usize::from(byte & 0xf)]));
     }
+    text.push_str(suffix);
     text
 }
