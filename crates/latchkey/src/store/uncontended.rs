@@ -73,8 +73,12 @@ impl RedisStore {
         if self.bare_take.refused.load(Ordering::Relaxed) {
             return Ok((Taken::AskTheScript, None));
         }
-        let mut set = redis::cmd("SET");
-        set.arg(key.as_str())
+        // Sized up front: grown arg by arg, its two buffers were reallocated as they
+        // filled, 5 % of an uncontended cycle's client instructions (callgrind).
+        let data = key.as_str().len() + owner.as_str().len() + 32;
+        let mut set = redis::Cmd::with_capacity(7, data);
+        set.arg("SET")
+            .arg(key.as_str())
             .arg(owner.as_str())
             .arg("NX")
             .arg("PX")
