@@ -40,6 +40,9 @@ pub struct Tx {
     pub id: String,
     /// Run under a lock (`guard.transaction`).
     pub guarded: bool,
+    /// Run under a lock, and that lock was taken (within its 2 s timeout).
+    #[serde(default)]
+    pub locked: bool,
     pub sent_us: u64,
     pub recv_us: u64,
     pub outcome: TxOutcome,
@@ -67,8 +70,8 @@ pub async fn run_one(
     let guarded = rng.random_bool(0.5);
     let outlive = rng.random_bool(0.2);
     let sent_us = now_us();
-    let outcome = match guarded {
-        false => unguarded(client, lock, &id).await,
+    let (outcome, locked) = match guarded {
+        false => (unguarded(client, lock, &id).await, false),
         true => guarded_by_lock(client, lock, &id, ttl, outlive).await,
     };
     Tx {
@@ -76,6 +79,7 @@ pub async fn run_one(
         lock: lock.to_owned(),
         id,
         guarded,
+        locked,
         sent_us,
         recv_us: now_us(),
         outcome,
@@ -100,15 +104,14 @@ pub fn tx_lock(lock: &str) -> String {
 
 /// Under the lock [`tx_lock`], held on `ttl` renewed; with `outlive`, on a fixed
 /// 50 ms lease instead, and the transaction starts only after it ran out: it must
-/// then write nothing.
+/// then write nothing. Returns the outcome and whether the lock was taken.
 async fn guarded_by_lock(
     client: &Client<RedisStore>,
     lock: &str,
     id: &str,
     ttl: Duration,
     outlive: bool,
-) -> TxOutcome {
-    let (count, log) = keys(lock);
+) -> (TxOutcome, bool) {
     let lease = match outlive {
         true => Lease::fixed(Duration::from_millis(50)),
         false => Lease::renewed(ttl),
@@ -117,11 +120,22 @@ async fn guarded_by_lock(
         .mutex(&tx_lock(lock))
         .and_then(|m| lease.map(|l| m.with_lease(l)))
     else {
-        return TxOutcome::NotWritten;
+        return (TxOutcome::NotWritten, false);
     };
     let Ok(guard) = mutex.lock_timeout(Duration::from_secs(2)).await else {
-        return TxOutcome::NotWritten;
+        return (TxOutcome::NotWritten, false);
     };
+    (under(guard, lock, id, outlive).await, true)
+}
+
+/// The transaction of [`guarded_by_lock`] once the lock is taken.
+async fn under(
+    guard: latchkey::MutexGuard<RedisStore>,
+    lock: &str,
+    id: &str,
+    outlive: bool,
+) -> TxOutcome {
+    let (count, log) = keys(lock);
     if outlive {
         tokio::time::sleep(Duration::from_millis(80)).await;
     }

@@ -2,7 +2,7 @@
 //! into the names they belong to.
 
 use crate::error::Result;
-use crate::key::is_companion_kind;
+use crate::key::split_companion;
 use crate::store::{Inspect, RedisStore};
 
 /// The names (prefix included) matching `prefix + pattern` that have a key: a
@@ -39,12 +39,12 @@ const LOCK_ONLY: [&str; 4] = ["fence", "queue", "leases", "ended"];
 /// may hold more than a lock (a semaphore's, read-write lock's or rate limit's
 /// companion), so that it must be read whole.
 pub(crate) fn name_of(key: &str) -> Option<(&str, bool)> {
-    let Some((inner, kind)) = strip_companion(key) else {
+    let Some((inner, kind)) = split_companion(key) else {
         return Some((key, false));
     };
     // A namespaced primitive's companion (`{pool}:lk:sem:lk:fence`) names it by the
     // outer kind.
-    let (owner, kind) = strip_companion(inner).unwrap_or((inner, kind));
+    let (owner, kind) = split_companion(inner).unwrap_or((inner, kind));
     let name = untagged_name(owner).or_else(|| tagged_name(owner))?;
     Some((name, !LOCK_ONLY.contains(&kind)))
 }
@@ -70,14 +70,8 @@ fn only_tag(name: &str) -> bool {
 /// The name part of a companion key: the key less one or two `:lk:<kind>` suffixes
 /// (`{pool}:lk:sem:lk:fence` → `{pool}`); `None` for another key.
 fn owner_of(key: &str) -> Option<&str> {
-    let (rest, _) = strip_companion(key)?;
-    Some(strip_companion(rest).map_or(rest, |(outer, _)| outer))
-}
-
-/// `key` less its `:lk:<kind>` suffix, and the kind; `None` for another key.
-fn strip_companion(key: &str) -> Option<(&str, &str)> {
-    let (rest, kind) = key.rsplit_once(":lk:")?;
-    is_companion_kind(kind).then_some((rest, kind))
+    let (rest, _) = split_companion(key)?;
+    Some(split_companion(rest).map_or(rest, |(outer, _)| outer))
 }
 
 /// `text` with Redis glob's special characters escaped, so a prefix matches itself.

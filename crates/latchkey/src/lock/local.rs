@@ -166,7 +166,7 @@ impl LocalLocks {
         self.update(key, |local| local.in_redis += 1);
         RedisWaiter {
             locks: self.clone(),
-            key: key.as_str().to_owned(),
+            key: key.clone(),
         }
     }
 
@@ -263,12 +263,12 @@ impl LocalLocks {
 #[derive(Debug)]
 pub(crate) struct RedisWaiter {
     locks: LocalLocks,
-    key: String,
+    key: LockKey,
 }
 
 impl Drop for RedisWaiter {
     fn drop(&mut self) {
-        self.locks.settle(&self.key, |local| {
+        self.locks.settle(self.key.as_str(), |local| {
             local.in_redis = local.in_redis.saturating_sub(1);
         });
     }
