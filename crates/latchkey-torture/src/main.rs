@@ -293,6 +293,17 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
                 .to_owned(),
         );
     }
+    let quiet_needed = args.ttl + transactions::LOCK_TIMEOUT + Duration::from_secs(2);
+    if args.workload == Workload::Transaction && !args.quiet.is_zero() && args.quiet < quiet_needed
+    {
+        return Err(format!(
+            "the transaction workload's liveness check needs --quiet of at least {} (--ttl, \
+             a second for holds the faults left for nobody to end, then a {} s lock timeout \
+             and a second), or 0s for none",
+            humantime::format_duration(quiet_needed),
+            transactions::LOCK_TIMEOUT.as_secs()
+        ));
+    }
     if args.workload == Workload::RateLimit {
         // One key of each algorithm at least.
         args.locks = args.locks.max(4);

@@ -122,11 +122,15 @@ fn print_text(report: &Report) {
         v.waits.over_bound
     );
     println!(
-        "liveness: {} live workers over {} ms quiet, fewest acquisitions of a lock by one worker (or transaction takes or commits) {}, starved {}, locks not checked (held to the end by a killed holder's lease or an orphan) {}, or tried together with one such {}",
+        "liveness: {} live workers over {} ms quiet, fewest acquisitions of a lock by one worker (or transaction takes or commits) {}, starved {}{}, locks not checked (held to the end by a killed holder's lease or an orphan) {}, or tried together with one such {}",
         v.liveness.live_workers,
         v.liveness.quiet_ms,
         v.liveness.fewest.map_or("-".into(), |n| n.to_string()),
         v.liveness.starved,
+        match v.liveness.too_short_to_check {
+            0 => String::new(),
+            n => format!(" ({n} worker's transactions on a lock not checked: too short a phase)"),
+        },
         v.liveness.held_by_the_dead,
         v.liveness.blocked_with_the_dead
     );

@@ -40,9 +40,10 @@ pub struct Tx {
     pub id: String,
     /// Run under a lock (`guard.transaction`).
     pub guarded: bool,
-    /// Run under a lock, and that lock was taken (within its 2 s timeout).
+    /// Under a lock: whether it was taken (within [`LOCK_TIMEOUT`]). `None` in logs
+    /// written before this was recorded (and for transactions without a lock).
     #[serde(default)]
-    pub locked: bool,
+    pub locked: Option<bool>,
     pub sent_us: u64,
     pub recv_us: u64,
     pub outcome: TxOutcome,
@@ -71,8 +72,11 @@ pub async fn run_one(
     let outlive = rng.random_bool(0.2);
     let sent_us = now_us();
     let (outcome, locked) = match guarded {
-        false => (unguarded(client, lock, &id).await, false),
-        true => guarded_by_lock(client, lock, &id, ttl, outlive).await,
+        false => (unguarded(client, lock, &id).await, None),
+        true => {
+            let (outcome, locked) = guarded_by_lock(client, lock, &id, ttl, outlive).await;
+            (outcome, Some(locked))
+        }
     };
     Tx {
         holder,
@@ -96,6 +100,9 @@ async fn unguarded(client: &Client<RedisStore>, lock: &str, id: &str) -> TxOutco
             .await,
     )
 }
+
+/// How long a transaction waits for its lock before it gives up, writing nothing.
+pub const LOCK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The lock a transaction on `lock`'s counter runs under (in its slot).
 pub fn tx_lock(lock: &str) -> String {
@@ -122,7 +129,7 @@ async fn guarded_by_lock(
     else {
         return (TxOutcome::NotWritten, false);
     };
-    let Ok(guard) = mutex.lock_timeout(Duration::from_secs(2)).await else {
+    let Ok(guard) = mutex.lock_timeout(LOCK_TIMEOUT).await else {
         return (TxOutcome::NotWritten, false);
     };
     (under(guard, lock, id, outlive).await, true)

@@ -2,9 +2,10 @@
 //! quiet phase each worker process must complete (attempt begun and release
 //! returned inside the phase) at least one acquisition of every lock. A process
 //! wedged behind a holder that no longer exists fails this. In the transaction
-//! workload, a worker that tried, in the phase, to take a counter's transaction
-//! lock must have taken it at least once, and one that ran transactions without
-//! the lock must have committed one (see [`Way`]). A lock a killed
+//! workload, a worker that tried to take a counter's transaction lock (a try begun
+//! a lease and a second into the phase and ended by its end) must have taken it at
+//! least once, and one that ran transactions without the lock must have committed
+//! one (see [`Way`]). A lock a killed
 //! holder's lease may still hold until less than [`MIN_FREE_US`] before the phase
 //! ends (one acquisition in twenty takes a 10 s lease) is not checked: waiting out
 //! a crashed holder's lease is the promise, not a wedge. The same goes for any
@@ -26,9 +27,10 @@ use super::orphans::orphan_runs;
 use super::{Property, Verdict, ms};
 use crate::Workload;
 use crate::history::History;
+use crate::record::micros;
 use crate::record::{Holder, LatchCallKind};
 use crate::sampler::HoldRun;
-use crate::transactions::TxOutcome;
+use crate::transactions::{LOCK_TIMEOUT, TxOutcome};
 use crate::workers::Incarnation;
 
 #[derive(Debug, Default, Serialize)]
@@ -42,6 +44,10 @@ pub struct Stats {
     pub fewest: Option<usize>,
     /// (worker, lock, way) with none.
     pub starved: usize,
+    /// (worker, lock, way) of transactions not checked: the phase left them less
+    /// than a lock's timeout and a second after the lease and the second that
+    /// holds left for nobody by the faults may take.
+    pub too_short_to_check: usize,
     /// Locks not checked: a killed holder's lease, or an orphan, held them into the
     /// phase's end.
     pub held_by_the_dead: usize,
@@ -102,6 +108,12 @@ fn check_one(
     way: Way,
 ) {
     let (from, to) = way.window(history);
+    if way.needs_a_request() && to.saturating_sub(from) < micros(LOCK_TIMEOUT) + MIN_FREE_US {
+        // Too short for a try that times out to end inside it: a wedge would
+        // leave no request to judge, and pass unseen.
+        verdict.liveness.too_short_to_check += 1;
+        return;
+    }
     let asked: Vec<Request> = requests(history)
         .filter(|request| {
             request.holder.worker == incarnation.worker
@@ -172,10 +184,10 @@ impl Way {
         }
     }
 
-    /// Only a worker that asked in this way in the phase must have got it: a
-    /// transaction is under a lock or not by chance, and with few tasks and many
-    /// locks a worker may never ask one way. (A lock's attempts are checked from
-    /// the phase's start, by what they got.)
+    /// Whether only a worker that asked in this way in the phase must have got it:
+    /// so for transactions, which run under a lock or not by chance (with few
+    /// tasks and many locks a worker may never ask one way). A lock's takes are
+    /// checked by what they got alone (its failed attempts are not needed).
     fn needs_a_request(self) -> bool {
         self != Way::Took
     }
@@ -324,19 +336,24 @@ fn requests(history: &History) -> impl Iterator<Item = Request<'_>> {
         .iter()
         .filter(|call| call.allowed == Some(true))
         .map(move |call| took(call.holder, &call.lock, call.sent_us, call.recv_us));
-    let txs = history.txs.iter().map(|tx| Request {
-        holder: tx.holder,
-        lock: &tx.lock,
-        way: match tx.guarded {
-            true => Way::TookTheTransactionLock,
-            false => Way::CommittedWithoutTheLock,
-        },
-        start_us: tx.sent_us,
-        end_us: tx.recv_us,
-        got: match tx.guarded {
-            true => tx.locked,
-            false => tx.outcome == TxOutcome::Committed,
-        },
+    // A guarded transaction logged without `locked` (an older log) says nothing
+    // of its lock: one that wrote nothing may or may not have taken it.
+    let txs = history.txs.iter().filter_map(|tx| {
+        let (way, got) = match tx.guarded {
+            true => (Way::TookTheTransactionLock, tx.locked?),
+            false => (
+                Way::CommittedWithoutTheLock,
+                tx.outcome == TxOutcome::Committed,
+            ),
+        };
+        Some(Request {
+            holder: tx.holder,
+            lock: &tx.lock,
+            way,
+            start_us: tx.sent_us,
+            end_us: tx.recv_us,
+            got,
+        })
     });
     let latches = history
         .latches
@@ -413,7 +430,7 @@ mod tests {
                 lock: "l".into(),
                 id: format!("0.0.0.{seq}"),
                 guarded,
-                locked: guarded && got,
+                locked: guarded.then_some(got),
                 sent_us,
                 recv_us: sent_us + 5,
                 outcome,
@@ -452,6 +469,36 @@ mod tests {
         // Tried without the lock and never committed: starved.
         let failed = vec![tx(1, 2_000, false, false), tx(3, 2_000, true, true)];
         assert_eq!(starved(failed).0, Some(1));
+        // A guarded transaction from a log that did not record `locked`: no try.
+        let mut unknown = tx(3, 2_000, true, false);
+        if let Record::Tx(t) = &mut unknown {
+            t.locked = None;
+        }
+        assert_eq!(starved([commits(), vec![unknown]].concat()).0, None);
+    }
+
+    /// A phase that leaves less than a lock's timeout and a second after the
+    /// lease and a second: the transactions' ways are not checked, and say so.
+    #[test]
+    fn a_phase_too_short_for_a_transaction_try_is_not_checked() {
+        use crate::record::Record;
+        use crate::transactions::{Tx, TxOutcome};
+        let failed_try = Record::Tx(Tx {
+            holder: holder(0, 1),
+            lock: "l".into(),
+            id: "0.0.0.1".into(),
+            guarded: true,
+            locked: Some(false),
+            sent_us: 1_400_000,
+            recv_us: 2_000_000,
+            outcome: TxOutcome::NotWritten,
+        });
+        let mut facts = quiet_run(1);
+        facts.workload = crate::Workload::Transaction;
+        facts.quiet = (1_000, 3_000_000);
+        let verdict = check(&history(facts, &[(None, vec![failed_try])]));
+        assert_eq!(verdict.violations.get(&Property::Liveness), None);
+        assert_eq!(verdict.liveness.too_short_to_check, 2);
     }
 
     /// A worker killed holding the lock: its lease may block everyone until it

@@ -134,7 +134,7 @@ mod tests {
             lock: "l".into(),
             id: format!("0.0.0.{seq}"),
             guarded: false,
-            locked: false,
+            locked: None,
             sent_us: seq * 10,
             recv_us: seq * 10 + 5,
             outcome,
