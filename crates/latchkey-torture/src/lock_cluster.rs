@@ -46,14 +46,7 @@ impl ClusterServers {
     pub async fn fail_over(&mut self, rng: &mut impl Rng) -> io::Result<()> {
         let (_, replica) = self.shard_of_a_lock(rng)?;
         tokio::task::block_in_place(|| {
-            let mut conn = self.cluster.nodes()[replica]
-                .connection()
-                .map_err(io::Error::other)?;
-            redis::cmd("CLUSTER")
-                .arg("FAILOVER")
-                .query::<()>(&mut conn)
-                .map_err(io::Error::other)?;
-            self.cluster.wait_promoted(replica)?;
+            self.cluster.fail_over_to(replica)?;
             self.cluster.wait_healthy()
         })
     }

@@ -207,11 +207,7 @@ async fn under_failover(fault: impl FnOnce(&mut RedisCluster, usize, usize)) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manual_failover_keeps_holds_exclusive() {
     under_failover(|cluster, _, replica| {
-        let mut conn = cluster.nodes()[replica].connection().unwrap();
-        let _: () = redis::cmd("CLUSTER")
-            .arg("FAILOVER")
-            .query(&mut conn)
-            .unwrap();
+        cluster.fail_over_to(replica).unwrap();
         cluster.wait_healthy().unwrap();
     })
     .await;
@@ -321,14 +317,7 @@ async fn increments_from_many_processes_are_exact_through_a_failover() {
     // exclusion must hold throughout.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let replica = cluster.replica_of("counter-lock").unwrap();
-    tokio::task::block_in_place(|| {
-        let mut conn = cluster.nodes()[replica].connection().unwrap();
-        let _: () = redis::cmd("CLUSTER")
-            .arg("FAILOVER")
-            .query(&mut conn)
-            .unwrap();
-        cluster.wait_promoted(replica).unwrap();
-    });
+    tokio::task::block_in_place(|| cluster.fail_over_to(replica).unwrap());
     let mut working = 0;
     for worker in &mut workers {
         working += usize::from(worker.try_wait().unwrap().is_none());
