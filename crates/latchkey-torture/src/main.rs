@@ -293,7 +293,8 @@ async fn torture(mut args: RunArgs) -> Result<ExitCode, String> {
                 .to_owned(),
         );
     }
-    let quiet_needed = args.ttl + transactions::LOCK_TIMEOUT + Duration::from_secs(2);
+    let quiet_needed =
+        Duration::from_micros(checker::transaction_phase_needed(record::micros(args.ttl)));
     if args.workload == Workload::Transaction && !args.quiet.is_zero() && args.quiet < quiet_needed
     {
         return Err(format!(

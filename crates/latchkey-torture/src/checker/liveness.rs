@@ -27,8 +27,7 @@ use super::orphans::orphan_runs;
 use super::{Property, Verdict, ms};
 use crate::Workload;
 use crate::history::History;
-use crate::record::micros;
-use crate::record::{Holder, LatchCallKind};
+use crate::record::{Holder, LatchCallKind, micros};
 use crate::sampler::HoldRun;
 use crate::transactions::{LOCK_TIMEOUT, TxOutcome};
 use crate::workers::Incarnation;
@@ -108,7 +107,9 @@ fn check_one(
     way: Way,
 ) {
     let (from, to) = way.window(history);
-    if way.needs_a_request() && to.saturating_sub(from) < micros(LOCK_TIMEOUT) + MIN_FREE_US {
+    let (quiet_from, quiet_to) = history.facts.quiet;
+    let too_short = quiet_to - quiet_from < transaction_phase_needed(history.facts.ttl_us);
+    if way.needs_a_request() && too_short {
         // Too short for a try that times out to end inside it: a wedge would
         // leave no request to judge, and pass unseen.
         verdict.liveness.too_short_to_check += 1;
@@ -134,7 +135,6 @@ fn check_one(
         return;
     }
     verdict.liveness.starved += 1;
-    let (quiet_from, quiet_to) = history.facts.quiet;
     verdict.violate(
         Property::Liveness,
         format!(
@@ -149,6 +149,13 @@ fn check_one(
             }
         ),
     );
+}
+
+/// The shortest quiet phase (µs) in which the transaction workload's requests can
+/// be judged, with leases of `ttl_us`: the start of [`Way::window`], then room for
+/// a try that times out and a second.
+pub fn transaction_phase_needed(ttl_us: u64) -> u64 {
+    ttl_us + MIN_FREE_US + micros(LOCK_TIMEOUT) + MIN_FREE_US
 }
 
 /// What a worker must have done with every lock in the quiet phase. In the

@@ -124,6 +124,8 @@ impl Verdict {
     }
 }
 
+pub use liveness::transaction_phase_needed;
+
 /// Checks every promise against the history of a run.
 pub fn check(history: &History) -> Verdict {
     let mut verdict = Verdict::default();
