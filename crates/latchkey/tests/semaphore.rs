@@ -813,3 +813,32 @@ async fn list_all_finds_tagged_names_and_survives_foreign_keys() {
         "{blob:?}"
     );
 }
+
+/// A semaphore's first permit writes four keys with no read before some of them
+/// (the idle path of `acquire_alone.lua`). A key of another type where one of them
+/// goes is a clear error, and nothing is written: no permit held by nobody.
+#[tokio::test]
+async fn a_key_of_another_type_fails_an_acquire_with_nothing_written() {
+    let (server, client) = common::start().await;
+    let mut raw = common::connect(&server.url()).await;
+    for key in ["", ":lk:used", ":lk:permits"] {
+        let name = format!("typed{}", key.replace(':', "-"));
+        let holders = format!("{{{name}}}:lk:sem");
+        let typed = format!("{holders}{key}");
+        let _: () = raw.rpush(&typed, "not a string").await.unwrap();
+        let semaphore = client.semaphore(&name, 2).unwrap();
+        for result in [
+            semaphore.try_acquire(1).await,
+            semaphore
+                .acquire_timeout(1, Duration::from_millis(200))
+                .await,
+        ] {
+            assert!(
+                matches!(result, Err(Error::WrongType { .. })),
+                "{typed}: {result:?}"
+            );
+        }
+        let keys: Vec<String> = raw.keys(format!("{{{name}}}*")).await.unwrap();
+        assert_eq!(keys, [typed], "a failed acquire wrote beside the typed key");
+    }
+}
