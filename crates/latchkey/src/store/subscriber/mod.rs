@@ -246,6 +246,11 @@ impl Shared {
             .collect()
     }
 
+    /// Every channel someone watches.
+    fn watched(&self) -> Vec<String> {
+        self.lock_channels().keys().cloned().collect()
+    }
+
     /// Marks every channel unconfirmed (the connection is new or gone) and lists them.
     fn unconfirm_all(&self) -> Vec<String> {
         let mut channels = self.lock_channels();

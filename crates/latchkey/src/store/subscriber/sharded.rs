@@ -13,9 +13,18 @@
 //! `sunsubscribe`: its waiters re-check and the channel is subscribed again,
 //! wherever its slot lives now. A heartbeat that fails three times in a row (a
 //! stalled node, a slot map gone stale) makes the task build a new connection.
+//!
+//! redis-rs may also replace a node's connection without a push: repairing its slot
+//! map after a failover, it replaces every node connection whose PING check fails,
+//! a healthy but slow one included, and a subscription confirmed on the old
+//! connection may be gone with it. So after the cluster's shape changed (a dropped
+//! connection, a slot given up), the task subscribes every watched channel again
+//! and wakes every waiter to re-check, a few times as the cluster settles
+//! ([`Resync`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
@@ -31,6 +40,41 @@ const HEARTBEAT_FAILURES: u32 = 3;
 
 /// Waiters waiting for a channel's subscription to be confirmed.
 type Pending = HashMap<String, Vec<oneshot::Sender<()>>>;
+
+/// The first resubscription after the cluster's shape changed; each next one comes
+/// twice as long after the one before, the last this long after it (at 2, 6, 14
+/// and 30 s after the change).
+const RESYNC_FIRST: Duration = Duration::from_secs(2);
+const RESYNC_LAST: Duration = Duration::from_secs(16);
+
+/// When to subscribe every watched channel again: a few times after the last push
+/// that said the cluster's shape changed, while redis-rs may still be repairing
+/// its connections, and never in a quiet cluster.
+#[derive(Debug, Default)]
+struct Resync {
+    /// The next resubscription and the pause that led to it.
+    next: Option<(Instant, Duration)>,
+}
+
+impl Resync {
+    /// The cluster's shape changed at `now`: start over.
+    fn restart(&mut self, now: Instant) {
+        self.next = Some((now + RESYNC_FIRST, RESYNC_FIRST));
+    }
+
+    /// Whether a resubscription is due at `now`; if so, schedules the next one.
+    fn due(&mut self, now: Instant) -> bool {
+        let Some((at, pause)) = self.next else {
+            return false;
+        };
+        if now < at {
+            return false;
+        }
+        let pause = pause * 2;
+        self.next = (pause <= RESYNC_LAST).then(|| (now + pause, pause));
+        true
+    }
+}
 
 /// The subscriber task of a cluster store: runs until every clone of the store is
 /// gone. `client` was built with RESP3 and `pushes` as its push sender.
@@ -49,6 +93,7 @@ pub(super) async fn run(
             shared: &shared,
             conn,
             pending: &mut pending,
+            resync: Resync::default(),
         };
         if !task.serve(&mut pushes, &mut commands).await || !after_loss(&shared).await {
             return;
@@ -103,6 +148,7 @@ struct Task<'a> {
     shared: &'a Weak<Shared>,
     conn: ClusterConnection,
     pending: &'a mut Pending,
+    resync: Resync,
 }
 
 impl Task<'_> {
@@ -127,6 +173,9 @@ impl Task<'_> {
                     }
                     let Some(strong) = self.shared.upgrade() else { return false };
                     self.retry_unconfirmed(&strong);
+                    if self.resync.due(Instant::now()) {
+                        self.resubscribe_all(&strong);
+                    }
                 }
                 push = pushes.recv() => {
                     // The push sender lives as long as the client: never closed here.
@@ -153,6 +202,16 @@ impl Task<'_> {
             acks.retain(|ack| !ack.is_closed());
             !acks.is_empty()
         });
+    }
+
+    /// Subscribes every watched channel again, confirmed or not (a subscription
+    /// may have been lost without a push), and wakes every waiter to re-check (a
+    /// message may have been lost with it).
+    fn resubscribe_all(&self, shared: &Arc<Shared>) {
+        for channel in shared.watched() {
+            subscribe(self.shared, &self.conn, channel);
+        }
+        shared.wake_all();
     }
 
     fn on_command(&mut self, shared: &Arc<Shared>, command: Command) {
@@ -195,15 +254,41 @@ impl Task<'_> {
             PushKind::Disconnection => {
                 shared.unconfirm_all();
                 shared.wake_all();
+                self.resync.restart(Instant::now());
             }
             // The node gave the slot up (failover, resharding): follow it, if watched.
+            // (Unwatched, it confirms our own SUNSUBSCRIBE: nothing changed.)
             PushKind::SUnsubscribe => {
                 let channel = text(0);
                 if shared.unconfirm(&channel) {
                     subscribe(self.shared, &self.conn, channel);
+                    self.resync.restart(Instant::now());
                 }
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resubscriptions_follow_a_change_a_few_times_then_stop() {
+        let mut resync = Resync::default();
+        let start = Instant::now();
+        assert!(
+            !resync.due(start + Duration::from_secs(60)),
+            "none before a change"
+        );
+        resync.restart(start);
+        let due: Vec<u64> = (0..=60)
+            .filter(|s| resync.due(start + Duration::from_secs(*s)))
+            .collect();
+        assert_eq!(due, [2, 6, 14, 30]);
+        // A new change starts over.
+        resync.restart(start + Duration::from_secs(61));
+        assert!(resync.due(start + Duration::from_secs(63)));
     }
 }
