@@ -1,7 +1,7 @@
 -- Take permits of a semaphore nobody waits for, when they fit and the caller needs
 -- no fencing token: the common acquire, with the fewest calls (each call inside a
 -- script costs the server about 7 000 instructions on Redis 7.0; an idle semaphore
--- takes 7 here, one in use 9 to 12).
+-- takes 8 here, one in use 9 to 12).
 -- Anything else is left to acquire.lua: a line, another permit count than the one
 -- agreed on while the semaphore is in use, a weight sum to count again, permits that
 -- fit only once ended leases are dropped, and permits already ours (an earlier try
@@ -26,13 +26,15 @@ local stored = redis.call('GET', used_key)
 if not stored then
   -- None: the semaphore is idle, or its holders lost their sum (acquire.lua
   -- counts it again). Idle (nobody holds, nobody waits), it takes our count, as
-  -- acquire.lua does, and nothing needs reading: four keys written with one lease.
-  -- The permit count is written first: `SET … GET` fails on a key of another
-  -- type before writing, so such a key still fails the script with nothing written.
+  -- acquire.lua does, whatever count is stored: three keys written with one lease.
+  -- The stored count is read only so that a key of another type fails the script
+  -- with nothing written (`SET … GET` would do both in one call, but needs Redis
+  -- 6.2, and nothing else here does).
   if redis.call('EXISTS', KEYS[4], holders) ~= 0 then
     return -1
   end
-  redis.call('SET', permits_key, ARGV[4], 'PX', ARGV[2], 'GET')
+  redis.call('GET', permits_key)
+  redis.call('SET', permits_key, ARGV[4], 'PX', ARGV[2])
   local _, now = server_time()
   redis.call('ZADD', holders, string.format('%d', now + ttl), ARGV[1])
   redis.call('PEXPIRE', holders, ARGV[2])

@@ -225,16 +225,14 @@ impl Shared {
         }
     }
 
-    /// Marks `channel` unconfirmed and wakes its waiters to re-check; false when
-    /// nobody watches it.
-    fn unconfirm(&self, channel: &str) -> bool {
+    /// Marks `channel` unconfirmed and wakes its waiters to re-check. `None` when
+    /// nobody watches it, else whether it was confirmed.
+    fn unconfirm(&self, channel: &str) -> Option<bool> {
         let mut channels = self.lock_channels();
-        let Some(entry) = channels.get_mut(channel) else {
-            return false;
-        };
-        entry.confirmed = false;
+        let entry = channels.get_mut(channel)?;
+        let was_confirmed = std::mem::replace(&mut entry.confirmed, false);
         entry.waiters.values().for_each(|w| w.wake(None));
-        true
+        Some(was_confirmed)
     }
 
     /// Channels someone watches whose subscription is not confirmed.
@@ -246,12 +244,8 @@ impl Shared {
             .collect()
     }
 
-    /// Every channel someone watches.
-    fn watched(&self) -> Vec<String> {
-        self.lock_channels().keys().cloned().collect()
-    }
-
-    /// Marks every channel unconfirmed (the connection is new or gone) and lists them.
+    /// Marks every channel unconfirmed (the connection is new or gone, or each is
+    /// subscribed again) and lists them.
     fn unconfirm_all(&self) -> Vec<String> {
         let mut channels = self.lock_channels();
         channels.values_mut().for_each(|c| c.confirmed = false);

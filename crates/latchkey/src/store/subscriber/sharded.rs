@@ -204,11 +204,13 @@ impl Task<'_> {
         });
     }
 
-    /// Subscribes every watched channel again, confirmed or not (a subscription
-    /// may have been lost without a push), and wakes every waiter to re-check (a
-    /// message may have been lost with it).
+    /// Subscribes every watched channel again (a subscription may have been lost
+    /// without a push) and wakes every waiter to re-check (a message may have been
+    /// lost with it). Unconfirmed until the server confirms again, so a waiter that
+    /// re-checks before then keeps re-checking on its short timer, and a release
+    /// published in between is not missed.
     fn resubscribe_all(&self, shared: &Arc<Shared>) {
-        for channel in shared.watched() {
+        for channel in shared.unconfirm_all() {
             subscribe(self.shared, &self.conn, channel);
         }
         shared.wake_all();
@@ -257,11 +259,15 @@ impl Task<'_> {
                 self.resync.restart(Instant::now());
             }
             // The node gave the slot up (failover, resharding): follow it, if watched.
-            // (Unwatched, it confirms our own SUNSUBSCRIBE: nothing changed.)
+            // Our own SUNSUBSCRIBE confirmed says nothing about the cluster: the
+            // channel is unwatched then, or watched again and not yet confirmed.
             PushKind::SUnsubscribe => {
                 let channel = text(0);
-                if shared.unconfirm(&channel) {
-                    subscribe(self.shared, &self.conn, channel);
+                let Some(was_confirmed) = shared.unconfirm(&channel) else {
+                    return;
+                };
+                subscribe(self.shared, &self.conn, channel);
+                if was_confirmed {
                     self.resync.restart(Instant::now());
                 }
             }
