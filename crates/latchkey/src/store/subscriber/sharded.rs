@@ -208,7 +208,9 @@ impl Task<'_> {
     /// without a push) and wakes every waiter to re-check (a message may have been
     /// lost with it). Unconfirmed until the server confirms again, so a waiter that
     /// re-checks before then keeps re-checking on its short timer, and a release
-    /// published in between is not missed.
+    /// published in between is not missed (unless the confirmation of an earlier
+    /// SSUBSCRIBE, still on its way, confirms the channel first: then the waiter's
+    /// own re-check bounds it, as before).
     fn resubscribe_all(&self, shared: &Arc<Shared>) {
         for channel in shared.unconfirm_all() {
             subscribe(self.shared, &self.conn, channel);
