@@ -252,6 +252,15 @@ impl Shared {
         channels.keys().cloned().collect()
     }
 
+    /// Marks every channel unconfirmed and wakes every waiter to re-check: a
+    /// message may have been lost (a connection dropped, a subscription that may
+    /// have gone unseen). Lists the channels.
+    fn recheck_all(&self) -> Vec<String> {
+        let channels = self.unconfirm_all();
+        self.wake_all();
+        channels
+    }
+
     /// Wakes the waiter a release named in `message`: `id:fence:waiter_lease_end`
     /// from a release that granted it the lock; anything else only wakes it to
     /// re-check. `*` wakes every waiter of the channel.
@@ -321,8 +330,7 @@ async fn after_loss(shared: &Weak<Shared>) -> bool {
         return false;
     };
     tracing::warn!(node = %strong.node, "subscriber connection lost; reconnecting");
-    strong.unconfirm_all();
-    strong.wake_all();
+    strong.recheck_all();
     drop(strong);
     tokio::time::sleep(RECONNECT_PAUSE).await;
     true

@@ -212,10 +212,9 @@ impl Task<'_> {
     /// SSUBSCRIBE, still on its way, confirms the channel first: then the waiter's
     /// own re-check bounds it, as before).
     fn resubscribe_all(&self, shared: &Arc<Shared>) {
-        for channel in shared.unconfirm_all() {
+        for channel in shared.recheck_all() {
             subscribe(self.shared, &self.conn, channel);
         }
-        shared.wake_all();
     }
 
     fn on_command(&mut self, shared: &Arc<Shared>, command: Command) {
@@ -256,8 +255,7 @@ impl Task<'_> {
             // A node's connection dropped: messages may have been lost. redis-rs
             // subscribes again; the confirmations (or the heartbeat) follow.
             PushKind::Disconnection => {
-                shared.unconfirm_all();
-                shared.wake_all();
+                shared.recheck_all();
                 self.resync.restart(Instant::now());
             }
             // The node gave the slot up (failover, resharding): follow it, if watched.
