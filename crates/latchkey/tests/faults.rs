@@ -506,3 +506,59 @@ async fn a_live_waiter_keeps_its_place_through_a_stalled_reply() {
     guard.release().await.unwrap();
     second.await.unwrap().unwrap().release().await.unwrap();
 }
+
+/// Scripts run by SHA: a server that lost them (`SCRIPT FLUSH`, as a restart without
+/// persistence does) gets each one again, whether the call goes alone or in a
+/// pipeline with `WAIT` behind it (which does not load a script by itself), and
+/// the call then does what it was sent to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_loads_its_script_again_after_a_script_flush() {
+    let primary = RedisServer::start().unwrap();
+    let replica = RedisServer::start().unwrap();
+    replica.replicate(&primary).unwrap();
+    let flush = || {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut primary.connection().unwrap())
+            .unwrap();
+    };
+    let alone = Client::open(&primary.url()).await.unwrap();
+    let confirmed = alone
+        .clone()
+        .with_wait_replicas(1, Duration::from_millis(500))
+        .unwrap();
+    for (client, name) in [(&alone, "flushed"), (&confirmed, "flushed-confirmed")] {
+        let fair = client
+            .mutex(name)
+            .unwrap()
+            .with_fairness(latchkey::Fairness::Fair);
+        flush();
+        let guard = fair.try_lock().await.unwrap();
+        flush();
+        assert!(guard.fence().await.unwrap() > 0);
+        flush();
+        guard.extend(Duration::from_secs(30)).await.unwrap();
+        flush();
+        assert!(guard.release().await.unwrap(), "{name}: the release");
+        assert!(!fair.is_locked().await.unwrap(), "{name}: still held");
+
+        let permits = client.semaphore(name, 2).unwrap();
+        flush();
+        let permit = permits.try_acquire(1).await.unwrap();
+        flush();
+        assert!(permit.release().await.unwrap(), "{name}: the permit");
+
+        let policy = latchkey::ratelimit::Policy::fixed_window(1, Duration::from_secs(60)).unwrap();
+        let limiter = client.rate_limiter(name, policy).unwrap();
+        flush();
+        assert!(
+            limiter.check(1).await.unwrap().allowed,
+            "{name}: the first call"
+        );
+        flush();
+        assert!(
+            !limiter.check(1).await.unwrap().allowed,
+            "{name}: over the limit"
+        );
+    }
+}

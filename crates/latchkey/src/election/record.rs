@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::election::{ElectionStatus, Leader};
 use crate::error::Result;
 use crate::key::LockKey;
-use crate::scripts;
+use crate::scripts::{self, ScriptCall};
 use crate::store::RedisStore;
 use crate::token::OwnerToken;
 
@@ -54,11 +54,15 @@ impl Record {
         leader: &Leader,
         lifetime: Duration,
     ) -> Result<bool> {
-        let mut call = scripts::ELECTION_PROCLAIM.prepare_invoke();
-        call.key(self.lock.as_str())
-            .key(self.record.as_str())
-            .key(self.record.channel())
-            .arg(owner.as_str())
+        let mut call = ScriptCall::new(
+            &scripts::ELECTION_PROCLAIM,
+            &[
+                self.lock.as_str(),
+                self.record.as_str(),
+                self.record.channel(),
+            ],
+        );
+        call.arg(owner.as_str())
             .arg(leader.term)
             .arg(&leader.value)
             .arg(millis(lifetime))
@@ -69,19 +73,21 @@ impl Record {
 
     /// Deletes `owner`'s record (a successor's stays) and tells observers.
     pub(crate) async fn withdraw(&self, owner: &OwnerToken) -> Result<bool> {
-        let mut call = scripts::ELECTION_RESIGN.prepare_invoke();
-        call.key(self.record.as_str())
-            .key(self.record.channel())
-            .arg(owner.as_str())
-            .arg(self.store.publish_mode());
+        let mut call = ScriptCall::new(
+            &scripts::ELECTION_RESIGN,
+            &[self.record.as_str(), self.record.channel()],
+        );
+        call.arg(owner.as_str()).arg(self.store.publish_mode());
         let withdrawn: u8 = self.store.run(&call, &self.lock).await?;
         Ok(withdrawn == 1)
     }
 
     /// Who leads now, and for how long at least if it stops renewing.
     pub(crate) async fn read(&self) -> Result<ElectionStatus> {
-        let mut call = scripts::ELECTION_LEADER.prepare_invoke();
-        call.key(self.lock.as_str()).key(self.record.as_str());
+        let call = ScriptCall::new(
+            &scripts::ELECTION_LEADER,
+            &[self.lock.as_str(), self.record.as_str()],
+        );
         let reply = self.store.run(&call, &self.lock).await?;
         ElectionStatus::from_reply(reply, self.lock.name())
     }

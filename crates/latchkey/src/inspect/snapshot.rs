@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::key::{Kind, LockKey};
 use crate::latch::LatchStatus;
 use crate::ratelimit::RateLimitStatus;
-use crate::scripts;
+use crate::scripts::{self, ScriptCall};
 use crate::semaphore::{PERMITS, PermitsReply, SemaphoreStatus};
 use crate::store::{LockReply, LockStatus, RedisStore};
 
@@ -30,23 +30,22 @@ type StatusReply = (
 /// Everything under the plain (lock) key `key`, as primitives; a lock only when
 /// anything of it is there (a holder, waiters, a fencing counter).
 pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primitive>> {
-    let mut call = scripts::STATUS.prepare_invoke();
-    call.key(key.as_str()).key(key.fence()).key(key.queue());
-    for kind in [Kind::Semaphore, Kind::RwLock] {
-        let holders = key.sibling(kind);
-        call.key(holders.as_str())
-            .key(holders.fence())
-            .key(holders.queue())
-            .key(holders.companion(PERMITS));
-    }
-    for kind in RATE_COMPANIONS {
-        call.key(key.companion(kind));
-    }
+    let siblings = [key.sibling(Kind::Semaphore), key.sibling(Kind::RwLock)];
+    let permits = siblings
+        .each_ref()
+        .map(|holders| holders.companion(PERMITS));
+    let rates = RATE_COMPANIONS.map(|kind| key.companion(kind));
     // The recipes' keys, as `Client::election` and `Client::latch` name them.
     let election = key.companion_key(Kind::Election.companion());
-    call.key(election.as_str())
-        .key(election.companion(LEADER_RECORD))
-        .key(key.companion(Kind::Latch.companion()));
+    let record = election.companion(LEADER_RECORD);
+    let latch = key.companion(Kind::Latch.companion());
+    let mut keys = vec![key.as_str(), key.fence(), key.queue()];
+    for (holders, permits) in siblings.iter().zip(&permits) {
+        keys.extend([holders.as_str(), holders.fence(), holders.queue(), permits]);
+    }
+    keys.extend(rates.iter().map(String::as_str));
+    keys.extend([election.as_str(), &record, &latch]);
+    let mut call = ScriptCall::new(&scripts::STATUS, &keys);
     call.arg(SemaphoreStatus::HOLDERS_SHOWN);
     let (lock, semaphore, rw_lock, rates, election_reply, latch): StatusReply =
         store.run(&call, key).await?;

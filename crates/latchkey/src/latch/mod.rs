@@ -40,7 +40,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::key::LockKey;
-use crate::scripts;
+use crate::scripts::{self, ScriptCall};
 use crate::store::{RECHECK_UNSUBSCRIBED, RedisStore, WakeUps};
 use crate::token::OwnerToken;
 
@@ -191,10 +191,11 @@ impl Latch {
     /// # Ok(()) }
     /// ```
     pub async fn count_down(&self) -> Result<CountedDown> {
-        let mut call = scripts::LATCH_COUNT_DOWN.prepare_invoke();
-        call.key(self.key.as_str())
-            .key(self.key.channel())
-            .arg(self.count)
+        let mut call = ScriptCall::new(
+            &scripts::LATCH_COUNT_DOWN,
+            &[self.key.as_str(), self.key.channel()],
+        );
+        call.arg(self.count)
             .arg(u64::try_from(self.lifetime.as_millis()).unwrap_or(u64::MAX))
             .arg(self.store.publish_mode());
         let counted = self.store.run(&call, &self.key).await;
@@ -219,8 +220,7 @@ impl Latch {
     /// # Ok(()) }
     /// ```
     pub async fn left(&self) -> Result<u64> {
-        let mut call = scripts::LATCH_LOOK.prepare_invoke();
-        call.key(self.key.as_str());
+        let call = ScriptCall::new(&scripts::LATCH_LOOK, &[self.key.as_str()]);
         let reply = self.store.run(&call, &self.key).await?;
         let Some(status) = LatchStatus::from_reply(reply) else {
             return Ok(self.count);

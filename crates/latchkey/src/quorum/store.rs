@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use redis::ScriptInvocation;
 
 use super::attempts::{Attempts, Hold, owner_of};
 use super::report::{NodeAnswer, NodeReport};
@@ -14,7 +13,7 @@ use super::tally::{self, FencePlan, majority};
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::{MAX_TTL, Ttl};
-use crate::scripts;
+use crate::scripts::{self, ScriptCall};
 use crate::store::{
     AcquireRequest, Attempt, Inspect, LockStatus, LockStore, Pass, RESPONSE_TIMEOUT, RedisStore,
     WakeUps, Watch,
@@ -868,17 +867,12 @@ fn parse(urls: &[impl AsRef<str>]) -> Result<(Vec<RedisStore>, Vec<bool>)> {
 
 /// A take of `key` for `value`, built once for every node: each node's request only
 /// sends it (building it per node cost the client ten allocations a node).
-fn take_call(
-    key: &LockKey,
-    value: &OwnerToken,
-    ttl: Ttl,
-    propose: bool,
-) -> ScriptInvocation<'static> {
-    let mut call = scripts::QUORUM_TAKE.prepare_invoke();
-    call.key(key.as_str())
-        .key(key.fence())
-        .key(key.companion(ENDED))
-        .arg(value.as_str())
+fn take_call(key: &LockKey, value: &OwnerToken, ttl: Ttl, propose: bool) -> ScriptCall<'static> {
+    let mut call = ScriptCall::new(
+        &scripts::QUORUM_TAKE,
+        &[key.as_str(), key.fence(), &key.companion(ENDED)],
+    );
+    call.arg(value.as_str())
         .arg(ttl.as_millis())
         .arg(CLOCK_STEP_US)
         .arg(memory(ttl))
@@ -886,7 +880,7 @@ fn take_call(
     call
 }
 
-async fn take(node: &RedisStore, call: &ScriptInvocation<'_>, key: &LockKey) -> Result<Taken> {
+async fn take(node: &RedisStore, call: &ScriptCall<'_>, key: &LockKey) -> Result<Taken> {
     let (taken, value, holder): (i64, i64, Option<String>) = node.run(call, key).await?;
     if taken == 1 {
         return Ok(Taken::Granted(u64::try_from(value).unwrap_or(0)));
@@ -917,11 +911,9 @@ fn held_until(proposals: &[(usize, Proposal)], needed: usize, sent: Instant) -> 
 }
 
 /// A proposal request for `hold`, built once for every node (as [`take_call`]).
-fn propose_call(key: &LockKey, hold: &Hold) -> ScriptInvocation<'static> {
-    let mut call = scripts::QUORUM_PROPOSE.prepare_invoke();
-    call.key(key.as_str())
-        .key(key.fence())
-        .arg(hold.value.as_str())
+fn propose_call(key: &LockKey, hold: &Hold) -> ScriptCall<'static> {
+    let mut call = ScriptCall::new(&scripts::QUORUM_PROPOSE, &[key.as_str(), key.fence()]);
+    call.arg(hold.value.as_str())
         .arg(CLOCK_STEP_US)
         .arg(memory(hold.ttl));
     call
@@ -932,7 +924,7 @@ fn propose_call(key: &LockKey, hold: &Hold) -> ScriptInvocation<'static> {
 /// `None` when it does not hold it for the caller.
 async fn propose(
     node: &RedisStore,
-    call: &ScriptInvocation<'_>,
+    call: &ScriptCall<'_>,
     key: &LockKey,
 ) -> Result<Option<Proposal>> {
     let (ours, proposal, pttl): (i64, u64, i64) = node.run(call, key).await?;
@@ -944,11 +936,9 @@ async fn propose(
 }
 
 /// A write-back of `fence` for `hold`, built once for every node (as [`take_call`]).
-fn raise_call(key: &LockKey, hold: &Hold, fence: u64) -> ScriptInvocation<'static> {
-    let mut call = scripts::QUORUM_FENCE.prepare_invoke();
-    call.key(key.as_str())
-        .key(key.fence())
-        .arg(hold.value.as_str())
+fn raise_call(key: &LockKey, hold: &Hold, fence: u64) -> ScriptCall<'static> {
+    let mut call = ScriptCall::new(&scripts::QUORUM_FENCE, &[key.as_str(), key.fence()]);
+    call.arg(hold.value.as_str())
         .arg(fence)
         .arg(memory(hold.ttl));
     call
@@ -973,12 +963,12 @@ enum Extended {
 }
 
 /// An extend of `hold`, built once for every node (as [`take_call`]).
-fn extend_call(key: &LockKey, hold: &Hold, ttl: Ttl, how: Extend) -> ScriptInvocation<'static> {
-    let mut call = scripts::QUORUM_EXTEND.prepare_invoke();
-    call.key(key.as_str())
-        .key(key.fence())
-        .key(key.companion(ENDED))
-        .arg(hold.value.as_str())
+fn extend_call(key: &LockKey, hold: &Hold, ttl: Ttl, how: Extend) -> ScriptCall<'static> {
+    let mut call = ScriptCall::new(
+        &scripts::QUORUM_EXTEND,
+        &[key.as_str(), key.fence(), &key.companion(ENDED)],
+    );
+    call.arg(hold.value.as_str())
         .arg(ttl.as_millis())
         .arg(hold.fence)
         .arg(memory(ttl))
@@ -987,13 +977,12 @@ fn extend_call(key: &LockKey, hold: &Hold, ttl: Ttl, how: Extend) -> ScriptInvoc
 }
 
 /// A release of `value`, built once for every node (as [`take_call`]).
-fn release_call(key: &LockKey, value: &OwnerToken, ttl: Ttl) -> ScriptInvocation<'static> {
-    let mut call = scripts::QUORUM_RELEASE.prepare_invoke();
-    call.key(key.as_str())
-        .key(key.channel())
-        .key(key.companion(ENDED))
-        .arg(value.as_str())
-        .arg(ttl.as_millis());
+fn release_call(key: &LockKey, value: &OwnerToken, ttl: Ttl) -> ScriptCall<'static> {
+    let mut call = ScriptCall::new(
+        &scripts::QUORUM_RELEASE,
+        &[key.as_str(), key.channel(), &key.companion(ENDED)],
+    );
+    call.arg(value.as_str()).arg(ttl.as_millis());
     call
 }
 

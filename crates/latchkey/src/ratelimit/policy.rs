@@ -3,13 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{Script, ScriptInvocation};
+use redis::Script;
 
 use super::Decision;
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::{MAX_TTL, Ttl};
-use crate::scripts;
+use crate::scripts::{self, ScriptCall};
 
 /// The largest limit, burst or cost: Lua counts in doubles, exact up to 2^53.
 const MAX_UNITS: u64 = 1 << 50;
@@ -308,7 +308,7 @@ impl Policy {
         key: &LockKey,
         cost: u64,
         consume: bool,
-    ) -> ScriptInvocation<'static> {
+    ) -> ScriptCall<'static> {
         let period_ms = self.period.as_millis();
         let consume = u64::from(consume);
         match self.algorithm {
@@ -405,11 +405,8 @@ impl redis::FromRedisValue for ScriptReply {
 }
 
 /// `script` with its `keys` and `args`.
-fn call(script: &'static Script, keys: &[String], args: &[u64]) -> ScriptInvocation<'static> {
-    let mut call = script.prepare_invoke();
-    for key in keys {
-        call.key(key.as_str());
-    }
+fn call(script: &'static Script, keys: &[String], args: &[u64]) -> ScriptCall<'static> {
+    let mut call = ScriptCall::new(script, keys);
     for arg in args {
         call.arg(*arg);
     }

@@ -1,8 +1,8 @@
 //! The Lua scripts behind every atomic step, one commented `.lua` file each.
 //!
-//! Scripts are sent by SHA (`EVALSHA`); redis-rs's [`Script`] loads them with
-//! `SCRIPT LOAD` and retries once when the server answers `NOSCRIPT` (after a restart
-//! or a `SCRIPT FLUSH`). Data reaches a script only through `KEYS` and `ARGV`: no script
+//! Scripts are sent by SHA (`EVALSHA`), each call written once as a
+//! [`ScriptCall`], which loads its [`Script`] with `SCRIPT LOAD` and sends it once
+//! more when the server answers `NOSCRIPT` (after a restart or a `SCRIPT FLUSH`). Data reaches a script only through `KEYS` and `ARGV`: no script
 //! text is ever built from input.
 //!
 //! The lock's state machine is seven scripts in `lock/`, one per operation, so the
@@ -19,6 +19,9 @@
 use std::sync::LazyLock;
 
 use redis::Script;
+
+mod call;
+pub(crate) use call::{ScriptCall, is_no_script};
 
 /// A lock script: the helper files it needs, then its own file, all under `lock/`.
 macro_rules! lock_script {

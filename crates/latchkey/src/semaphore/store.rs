@@ -5,7 +5,7 @@ use redis::Script;
 use crate::error::{Error, Result};
 use crate::key::LockKey;
 use crate::lease::Ttl;
-use crate::scripts;
+use crate::scripts::{self, ScriptCall};
 use crate::store::{
     AcquireRequest, Attempt, LockStore, Pass, RedisStore, WakeUps, Watch, fence_from,
     released_alone,
@@ -121,11 +121,11 @@ impl PermitStore {
     /// Reads the live permits: weight held, waiters, the first holder, and whether
     /// `member` holds one.
     pub(crate) async fn look(&self, key: &LockKey, member: &str) -> Result<Look> {
-        let mut call = scripts::SEMAPHORE_LOOK.prepare_invoke();
-        call.key(key.as_str())
-            .key(key.queue())
-            .key(key.companion(USED))
-            .arg(member);
+        let mut call = ScriptCall::new(
+            &scripts::SEMAPHORE_LOOK,
+            &[key.as_str(), key.queue(), &key.companion(USED)],
+        );
+        call.arg(member);
         let (used, waiting, first, mine): (u64, u64, Option<String>, u8) =
             self.inner.run(&call, key).await?;
         let first = first.and_then(|m| m.split_once('*').map(|(_, owner)| owner.to_owned()));
@@ -171,12 +171,16 @@ impl PermitStore {
         owner: &OwnerToken,
         request: AcquireRequest,
     ) -> Result<Option<Attempt>> {
-        let mut call = scripts::SEMAPHORE_ACQUIRE_ALONE.prepare_invoke();
-        call.key(key.as_str())
-            .key(key.companion(USED))
-            .key(key.companion(PERMITS))
-            .key(key.queue())
-            .arg(self.member(owner))
+        let mut call = ScriptCall::new(
+            &scripts::SEMAPHORE_ACQUIRE_ALONE,
+            &[
+                key.as_str(),
+                &key.companion(USED),
+                &key.companion(PERMITS),
+                key.queue(),
+            ],
+        );
+        call.arg(self.member(owner))
             .arg(request.ttl.as_millis())
             .arg(self.weight)
             .arg(self.permits);
@@ -201,20 +205,17 @@ pub(crate) struct Look {
 }
 
 /// `script` with a semaphore's six keys.
-fn with_keys(script: &'static Script, key: &LockKey) -> redis::ScriptInvocation<'static> {
-    let mut call = script.prepare_invoke();
-    for name in [
+fn with_keys(script: &'static Script, key: &LockKey) -> ScriptCall<'static> {
+    let keys = [
         key.as_str(),
         key.fence(),
         key.queue(),
         key.leases(),
         key.channel(),
-    ] {
-        call.key(name);
-    }
-    call.key(key.companion(USED));
-    call.key(key.companion(PERMITS));
-    call
+        &key.companion(USED),
+        &key.companion(PERMITS),
+    ];
+    ScriptCall::new(script, &keys)
 }
 
 /// The companion beside the holders that keeps the weight they hold.
@@ -282,32 +283,28 @@ impl LockStore for PermitStore {
     }
 
     async fn release_alone(&self, key: &LockKey, owner: &OwnerToken) -> Result<Option<bool>> {
-        let mut call = scripts::SEMAPHORE_RELEASE_ALONE.prepare_invoke();
-        call.key(key.as_str())
-            .key(key.companion(USED))
-            .key(key.queue())
-            .arg(self.member(owner))
-            .arg(self.weight);
+        let mut call = ScriptCall::new(
+            &scripts::SEMAPHORE_RELEASE_ALONE,
+            &[key.as_str(), &key.companion(USED), key.queue()],
+        );
+        call.arg(self.member(owner)).arg(self.weight);
         let released: i64 = self.inner.run_release(&call, key).await?;
         Ok(released_alone(released))
     }
 
     async fn fence(&self, key: &LockKey, owner: &OwnerToken) -> Result<Option<u64>> {
-        let mut call = scripts::SEMAPHORE_FENCE.prepare_invoke();
-        call.key(key.as_str())
-            .key(key.fence())
-            .arg(self.member(owner));
+        let mut call = ScriptCall::new(&scripts::SEMAPHORE_FENCE, &[key.as_str(), key.fence()]);
+        call.arg(self.member(owner));
         let fence: u64 = self.inner.run(&call, key).await?;
         Ok(fence_from(fence))
     }
 
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
-        let mut call = scripts::SEMAPHORE_EXTEND.prepare_invoke();
-        call.key(key.as_str())
-            .key(key.companion(USED))
-            .key(key.companion(PERMITS))
-            .arg(self.member(owner))
-            .arg(ttl.as_millis());
+        let mut call = ScriptCall::new(
+            &scripts::SEMAPHORE_EXTEND,
+            &[key.as_str(), &key.companion(USED), &key.companion(PERMITS)],
+        );
+        call.arg(self.member(owner)).arg(ttl.as_millis());
         let (extended, replicas) = self.inner.run_confirmed(&call, key).await?;
         if extended {
             self.inner.confirmed(key, replicas)?;

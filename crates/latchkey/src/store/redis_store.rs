@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
-use redis::{ErrorKind, FromRedisValue, RedisResult, Script, ScriptInvocation, ServerErrorKind};
+use redis::{ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
 
 use super::dedicated::{Dedicated, DedicatedConn};
 use super::subscriber::{Source, Subscriber};
@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::key::{LockKey, is_companion_key, slot};
 use crate::lease::Ttl;
 use crate::ratelimit::{Decision, Policy};
-use crate::scripts;
+use crate::scripts::{self, ScriptCall, is_no_script};
 use crate::token::OwnerToken;
 
 /// Reconnect attempts after a dropped connection before a command fails: none, since
@@ -420,23 +420,20 @@ impl RedisStore {
     /// confirm; returns its reply and how many did.
     pub(crate) async fn run_confirmed<T: FromRedisValue>(
         &self,
-        call: &ScriptInvocation<'_>,
+        call: &ScriptCall<'_>,
         key: &LockKey,
     ) -> Result<(T, Option<u32>)> {
         let Some(replication) = &self.replication else {
             return Ok((self.run(call, key).await?, None));
         };
         let mut pipe = redis::pipe();
-        pipe.invoke_script(call);
+        pipe.add_command(call.cmd().clone());
         replication.wait_behind(&mut pipe);
         let mut conn = replication.conn.clone();
         let mut reply = pipe.query_async(&mut conn).await;
         // A pipeline does not load the script by itself.
-        if reply
-            .as_ref()
-            .is_err_and(|e| e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
-        {
-            let loaded = call.load_async(&mut conn).await;
+        if reply.as_ref().is_err_and(is_no_script) {
+            let loaded = call.load(&mut conn).await;
             self.context(loaded, key.as_str())?;
             reply = pipe.query_async(&mut conn).await;
         }
@@ -612,7 +609,7 @@ impl RedisStore {
     /// token, and a late copy would then free its new grant.)
     pub(crate) async fn run_release<T: FromRedisValue>(
         &self,
-        call: &ScriptInvocation<'_>,
+        call: &ScriptCall<'_>,
         key: &LockKey,
     ) -> Result<T> {
         let conn = self
@@ -630,7 +627,7 @@ impl RedisStore {
     /// follow. Sending it again cannot run it twice.
     pub(crate) async fn run<T: FromRedisValue>(
         &self,
-        call: &ScriptInvocation<'_>,
+        call: &ScriptCall<'_>,
         key: &LockKey,
     ) -> Result<T> {
         self.run_on(&self.conn, call, key).await
@@ -640,17 +637,17 @@ impl RedisStore {
     async fn run_on<T: FromRedisValue>(
         &self,
         conn: &Connection,
-        call: &ScriptInvocation<'_>,
+        call: &ScriptCall<'_>,
         key: &LockKey,
     ) -> Result<T> {
         let mut conn = conn.clone();
-        let mut reply = call.invoke_async(&mut conn).await;
+        let mut reply = call.invoke(&mut conn).await;
         for pause in NOT_RUN_PAUSES {
             if !reply.as_ref().is_err_and(not_run) {
                 break;
             }
             tokio::time::sleep(pause).await;
-            reply = call.invoke_async(&mut conn).await;
+            reply = call.invoke(&mut conn).await;
         }
         self.context(reply, key.as_str())
     }
@@ -717,8 +714,8 @@ impl LockStore for RedisStore {
         // A plain fenced first try needs no queue: the smallest script.
         let through_queue = request.fair || request.queue_lease.is_some();
         let mut call = match through_queue {
-            false => lock_script(&scripts::TAKE, &[key.as_str(), key.fence()]),
-            true => lock_script(
+            false => ScriptCall::new(&scripts::TAKE, &[key.as_str(), key.fence()]),
+            true => ScriptCall::new(
                 &scripts::ACQUIRE,
                 &[key.as_str(), key.fence(), key.queue(), key.leases()],
             ),
@@ -769,7 +766,7 @@ impl LockStore for RedisStore {
             key.leases(),
             key.channel(),
         ];
-        let mut call = lock_script(&scripts::RELEASE, &keys);
+        let mut call = ScriptCall::new(&scripts::RELEASE, &keys);
         call.arg(owner.as_str())
             .arg(leaving.map_or(String::new(), |ttl| ttl.as_millis().to_string()))
             .arg(self.publish_mode());
@@ -777,17 +774,15 @@ impl LockStore for RedisStore {
     }
 
     async fn release_alone(&self, key: &LockKey, owner: &OwnerToken) -> Result<Option<bool>> {
-        let mut call = lock_script(&scripts::RELEASE_ALONE, &[key.as_str(), key.queue()]);
+        let mut call = ScriptCall::new(&scripts::RELEASE_ALONE, &[key.as_str(), key.queue()]);
         call.arg(owner.as_str());
         let released: i64 = self.run_release(&call, key).await?;
         Ok(released_alone(released))
     }
 
     async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Ttl) -> Result<bool> {
-        let mut call = scripts::EXTEND.prepare_invoke();
-        call.key(key.as_str())
-            .arg(owner.as_str())
-            .arg(ttl.as_millis());
+        let mut call = ScriptCall::new(&scripts::EXTEND, &[key.as_str()]);
+        call.arg(owner.as_str()).arg(ttl.as_millis());
         let (extended, replicas) = self.run_confirmed(&call, key).await?;
         if extended {
             self.confirmed(key, replicas)?;
@@ -805,7 +800,7 @@ impl LockStore for RedisStore {
     }
 
     async fn fence(&self, key: &LockKey, owner: &OwnerToken) -> Result<Option<u64>> {
-        let mut call = lock_script(&scripts::FENCE, &[key.as_str(), key.fence()]);
+        let mut call = ScriptCall::new(&scripts::FENCE, &[key.as_str(), key.fence()]);
         call.arg(owner.as_str());
         let fence: u64 = self.run(&call, key).await?;
         Ok(fence_from(fence))
@@ -825,7 +820,7 @@ impl Pass for RedisStore {
         if self.replication.is_some() {
             return Ok(None);
         }
-        let mut call = lock_script(&scripts::PASS, &[key.as_str(), key.fence(), key.queue()]);
+        let mut call = ScriptCall::new(&scripts::PASS, &[key.as_str(), key.fence(), key.queue()]);
         call.arg(owner.as_str())
             .arg(next.as_str())
             .arg(ttl.as_millis())
@@ -870,8 +865,7 @@ impl RedisStore {
 
 impl Inspect for RedisStore {
     async fn inspect(&self, key: &LockKey) -> Result<LockStatus> {
-        let mut call = scripts::INSPECT.prepare_invoke();
-        call.key(key.as_str()).key(key.fence()).key(key.queue());
+        let call = ScriptCall::new(&scripts::INSPECT, &[key.as_str(), key.fence(), key.queue()]);
         Ok(LockStatus::from_reply(self.run(&call, key).await?))
     }
 
@@ -1028,16 +1022,6 @@ impl RateStore for RedisStore {
         let call = policy.invocation(key, cost, consume);
         Ok(policy.decision(self.run(&call, key).await?, cost))
     }
-}
-
-/// One of the lock scripts (`scripts/lock/`) with the keys it declares, ready for
-/// its arguments.
-pub(super) fn lock_script<'a>(script: &'a Script, keys: &[&str]) -> ScriptInvocation<'a> {
-    let mut call = script.prepare_invoke();
-    for key in keys {
-        call.key(*key);
-    }
-    call
 }
 
 /// Whether any of these URLs asks for TLS (`rediss://`).

@@ -22,11 +22,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::redis_store::lock_script;
 use super::{AcquireRequest, AllOrNone, Attempt, RedisStore};
 use crate::error::Result;
 use crate::key::LockKey;
-use crate::scripts;
+use crate::scripts::{self, ScriptCall};
 use crate::token::OwnerToken;
 
 /// Whether the server refused `SET … NX … GET`, shared by a store's clones.
@@ -111,7 +110,7 @@ impl RedisStore {
         owner: &OwnerToken,
         request: AcquireRequest,
     ) -> Result<(Taken, Option<u32>)> {
-        let mut call = lock_script(&scripts::TAKE_ALONE, &[key.as_str(), key.queue()]);
+        let mut call = ScriptCall::new(&scripts::TAKE_ALONE, &[key.as_str(), key.queue()]);
         call.arg(owner.as_str()).arg(request.ttl.as_millis());
         let (reply, replicas): (redis::Value, _) = self.run_confirmed(&call, key).await?;
         let taken = match reply {
@@ -147,7 +146,7 @@ impl RedisStore {
         let locks = takes.iter().map(|(key, ..)| key.as_str());
         let queues = takes.iter().map(|(key, ..)| key.queue());
         let keys: Vec<&str> = locks.chain(queues).collect();
-        let mut call = lock_script(&scripts::TAKE_ALL, &keys);
+        let mut call = ScriptCall::new(&scripts::TAKE_ALL, &keys);
         for (_, owner, _) in takes {
             call.arg(owner.as_str());
         }
