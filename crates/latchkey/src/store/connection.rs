@@ -4,9 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redis::aio::{
-    ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
-};
+use redis::AsyncConnectionConfig;
+use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
@@ -65,7 +64,7 @@ impl From<MultiplexedConnection> for Connection {
 impl Connection {
     /// Our own connection to `target`, made at the first command and made afresh
     /// whenever a reply times out (behind Sentinel, also after a failover).
-    pub(crate) fn replaceable(target: Target, config: ConnectionManagerConfig) -> Self {
+    pub(crate) fn replaceable(target: Target, config: AsyncConnectionConfig) -> Self {
         let follows_failover = target.follows_failover();
         let replaceable = Arc::new(Replaceable {
             target,
@@ -141,7 +140,7 @@ impl Connection {
 /// primary then; on a cluster, with a fresh slot map.
 struct Replaceable {
     target: Target,
-    config: ConnectionManagerConfig,
+    config: AsyncConnectionConfig,
     /// The connection in use (`None`: make one), numbered so that concurrent
     /// failures replace it once.
     current: Mutex<(u64, Option<Live>)>,
@@ -357,7 +356,7 @@ impl ConnectionLike for Connection {
             Link::Replaced(r) => Box::pin(async move {
                 let (generation, live) = r.current().await?;
                 let reply = match live {
-                    Live::Server(mut conn) => conn.req_packed_command(cmd).await,
+                    Live::Server(mut conn) => conn.send_packed_command(cmd).await,
                     Live::Cluster(mut conn) => conn.req_packed_command(cmd).await,
                 };
                 r.replace_after(generation, &reply);
@@ -380,7 +379,7 @@ impl ConnectionLike for Connection {
                 let (generation, live) = r.current().await?;
                 let reply = match live {
                     Live::Server(mut conn) => {
-                        conn.req_packed_commands(pipeline, offset, count).await
+                        conn.send_packed_commands(pipeline, offset, count).await
                     }
                     Live::Cluster(mut conn) => {
                         conn.req_packed_commands(pipeline, offset, count).await

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManagerConfig;
 use redis::{ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
 
 use super::dedicated::{Dedicated, DedicatedConn};
@@ -22,10 +21,6 @@ use crate::ratelimit::{Decision, Policy};
 use crate::scripts::{self, ScriptCall, is_no_script};
 use crate::token::OwnerToken;
 
-/// Reconnect attempts after a dropped connection before a command fails: none, since
-/// latchkey retries whole requests itself while a wait's deadline allows, and a
-/// single attempt keeps `try_lock` bounded by one connect and one reply timeout.
-const RECONNECT_RETRIES: usize = 0;
 /// Keys SCAN looks at per round trip.
 const SCAN_BATCH: u64 = 500;
 /// Shown as the node name when the user handed us a connection without an address.
@@ -81,11 +76,10 @@ impl Replication {
 }
 
 /// How our connections to one server time out and reconnect.
-fn connection_config() -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
+fn connection_config() -> redis::AsyncConnectionConfig {
+    redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(CONNECT_TIMEOUT))
         .set_response_timeout(Some(RESPONSE_TIMEOUT))
-        .set_number_of_retries(RECONNECT_RETRIES)
 }
 
 impl RedisStore {
