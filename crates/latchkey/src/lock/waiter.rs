@@ -19,6 +19,9 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
+use futures_util::future::Either;
+
 use super::backoff::Backoff;
 use super::local::{LocalLocks, Passed, Turn};
 use super::local_turn::LocalTurn;
@@ -83,10 +86,18 @@ impl Wait {
     }
 
     /// Runs `step` until it completes or the deadline passes (`None`).
-    async fn within<T>(&self, step: impl Future<Output = T>) -> Option<T> {
+    ///
+    /// Not an `async fn`: its future would keep `step` beside the timeout that runs
+    /// it (rustc does not overlap an argument moved out of with the awaits after
+    /// the move), and so would every future that awaits it, up to the lock call's:
+    /// each is moved in memory as it starts, a cost in proportion to its size.
+    fn within<F: Future>(&self, step: F) -> impl Future<Output = Option<F::Output>> + use<F> {
         match self.deadline {
-            Some(deadline) => tokio::time::timeout_at(deadline.into(), step).await.ok(),
-            None => Some(step.await),
+            Some(deadline) => {
+                let timed = tokio::time::timeout_at(deadline.into(), step);
+                Either::Left(timed.map(Result::ok))
+            }
+            None => Either::Right(step.map(Some)),
         }
     }
 }
@@ -351,12 +362,15 @@ impl<'a, S: Pass + WakeUps> Attempts<'a, S> {
             None => HoldState::Trying,
         };
         let sent = Instant::now();
-        let attempt = self
-            .store
-            .try_acquire(self.key, &self.hold.owner, self.request);
+        // The request's future is made where it is awaited: kept in a variable, it
+        // would take room of its own in this future beside the one awaited.
+        let (key, owner, request) = (self.key, &self.hold.owner, self.request);
         let answer = match self.once {
-            true => Some(attempt.await),
-            false => self.wait.within(attempt).await,
+            true => Some(self.store.try_acquire(key, owner, request).await),
+            false => {
+                let attempt = self.store.try_acquire(key, owner, request);
+                self.wait.within(attempt).await
+            }
         };
         let Some(answer) = answer else {
             self.in_doubt = true;
@@ -561,7 +575,9 @@ async fn give_up<S: Pass + WakeUps>(hold: &mut ReleaseOnDrop<S>) {
     if hold.state == HoldState::Clear {
         return;
     }
-    match tokio::time::timeout(LEAVE_GRACE, hold.release()).await {
+    // Boxed: rare (a wait that ends empty-handed, or an error), and every attempt's
+    // future would otherwise keep room for it.
+    match tokio::time::timeout(LEAVE_GRACE, Box::pin(hold.release())).await {
         Ok(Ok(_)) => {}
         Ok(Err(error)) => {
             tracing::warn!(key = %hold.key, %error, "could not leave the wait queue; retrying in the background")

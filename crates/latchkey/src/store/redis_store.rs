@@ -420,6 +420,18 @@ impl RedisStore {
         let Some(replication) = &self.replication else {
             return Ok((self.run(call, key).await?, None));
         };
+        // Boxed: a grant that waits for replicas pays a WAIT anyway, and the futures
+        // of all the others, which await this one, stay the size of a plain run.
+        Box::pin(self.run_waiting(replication, call, key)).await
+    }
+
+    /// [`Self::run_confirmed`] with `WAIT` behind the script.
+    async fn run_waiting<T: FromRedisValue>(
+        &self,
+        replication: &Replication,
+        call: &ScriptCall<'_>,
+        key: &LockKey,
+    ) -> Result<(T, Option<u32>)> {
         let mut pipe = redis::pipe();
         pipe.add_command(call.cmd().clone());
         replication.wait_behind(&mut pipe);
@@ -501,7 +513,8 @@ impl RedisStore {
     ) -> Result<Attempt> {
         if let Err(too_few) = self.confirmed(key, replicas) {
             let leaving = request.queue_lease.map(|_| request.ttl);
-            return match store.release(key, owner, leaving).await {
+            // Boxed: rare, and every grant's future awaits this one.
+            return match Box::pin(store.release(key, owner, leaving)).await {
                 Ok(_) => Err(too_few),
                 // Still held, maybe: an outcome the caller's hold must undo.
                 Err(undo) => Err(Error::grant_not_undone(&self.node, &undo)),
