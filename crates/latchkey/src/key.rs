@@ -249,8 +249,8 @@ impl LockKey {
     /// ```
     pub fn new(prefix: &Prefix, name: &str) -> Result<Self> {
         validate_name(name)?;
-        let key = [prefix.as_str(), name].concat();
-        let tagged = tagged(&key)?;
+        let key = [prefix.as_str(), name];
+        let tagged = tagged(key)?;
         Ok(LockKey::with_companions(Kind::Lock, &key, &key, &tagged))
     }
 
@@ -267,7 +267,7 @@ impl LockKey {
     /// [`namespaced`](Self::namespaced)).
     pub(crate) fn sibling(&self, kind: Kind) -> Self {
         let key = self.companion(kind.companion());
-        LockKey::with_companions(kind, self.name(), &key, &key)
+        LockKey::with_companions(kind, &[self.name()], &[&key], &[&key])
     }
 
     /// The companion `kind` of this key as a key of its own, with its own channel
@@ -275,7 +275,7 @@ impl LockKey {
     /// candidates waiting for the lock).
     pub(crate) fn companion_key(&self, kind: &str) -> Self {
         let key = self.companion(kind);
-        LockKey::with_companions(self.kind(), self.name(), &key, &key)
+        LockKey::with_companions(self.kind(), &[self.name()], &[&key], &[&key])
     }
 
     /// The keys of a recipe named `prefix + name` that keeps its state in the
@@ -288,21 +288,32 @@ impl LockKey {
     }
 
     /// The key `key` of the `kind` named `name`, its companions named after
-    /// `tagged` (the key with a hash tag).
-    fn with_companions(kind: Kind, name: &str, key: &str, tagged: &str) -> Self {
+    /// `tagged` (the key with a hash tag); each given as the pieces it is made of,
+    /// so that no piece is put together apart before going into the one string.
+    fn with_companions(kind: Kind, name: &[&str], key: &[&str], tagged: &[&str]) -> Self {
         // In the order of `Name`, each the concatenation of its pieces.
-        let parts: [[&str; 3]; NAMES] = [
-            [name, "", ""],
-            [key, "", ""],
-            [tagged, ":lk:", "fence"],
-            [tagged, ":lk:", "queue"],
-            [tagged, ":lk:", "leases"],
-            [tagged, ":lk:", "wake"],
+        let parts: [[&[&str]; 3]; NAMES] = [
+            [name, &[], &[]],
+            [key, &[], &[]],
+            [tagged, &[":lk:"], &["fence"]],
+            [tagged, &[":lk:"], &["queue"]],
+            [tagged, &[":lk:"], &["leases"]],
+            [tagged, &[":lk:"], &["wake"]],
         ];
-        let mut text = String::with_capacity(parts.iter().flatten().map(|p| p.len()).sum());
+        let length: usize = parts
+            .iter()
+            .flatten()
+            .copied()
+            .flatten()
+            .map(|p| p.len())
+            .sum();
+        let mut text = String::with_capacity(length);
         let mut ends = [0; NAMES];
         for (end, part) in ends.iter_mut().zip(&parts) {
-            part.iter().for_each(|piece| text.push_str(piece));
+            part.iter()
+                .copied()
+                .flatten()
+                .for_each(|piece| text.push_str(piece));
             *end = text.len();
         }
         LockKey(Arc::new(Names {
@@ -430,24 +441,29 @@ fn validate_name(name: &str) -> Result<()> {
 }
 
 /// `key` if it already carries a non-empty hash tag, else `{key}`.
-fn tagged(key: &str) -> Result<String> {
-    if let Some(tag) = hash_tag(key) {
+/// `tagged(K)` for the key `K = prefix + name`, in pieces. The prefix holds no
+/// braces ([`Prefix::new`]), so the key's hash tag, if any, is the name's.
+fn tagged([prefix, name]: [&str; 2]) -> Result<[&str; 4]> {
+    let key = || [prefix, name].concat();
+    if let Some(tag) = hash_tag(name) {
         // `{job}` would name the companions of the lock `job` (`{job}:lk:…`).
-        if key.len() == tag.len() + 2 {
+        if prefix.is_empty() && name.len() == tag.len() + 2 {
+            let key = key();
             return invalid(format!(
                 "lock key {key:?} is only a hash tag, which would share its keys with the lock {tag:?}: \
                  add something after the '}}' (\"{key}:lock\")"
             ));
         }
-        return Ok(key.to_owned());
+        return Ok(["", prefix, name, ""]);
     }
     // `{a}b}` would hash as `a`, not as the whole key.
-    if key.contains('}') {
+    if name.contains('}') {
+        let key = key();
         return invalid(format!(
             "lock key {key:?} contains '}}' without a valid hash tag; use a {{tag}} or drop the brace"
         ));
     }
-    Ok(["{", key, "}"].concat())
+    Ok(["{", prefix, name, "}"])
 }
 
 /// `concat`, not `format!`: some companions are named per call (a rate limiter's,

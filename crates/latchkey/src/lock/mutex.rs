@@ -518,7 +518,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
     ) -> Result<MutexGuard<S>> {
         let wait = self.wait(started, deadline);
         let local = self.local();
-        let acquisition = Acquisition::start(self.meter(), deadline);
+        let acquisition = Acquisition::start(self.meter(), started, deadline);
         let result = waiter::acquire(&self.store, &self.key, wait, local)
             .instrument(acquisition.span().clone())
             .await;
@@ -572,7 +572,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
     /// The guard of the lock `hold` took in a try sent at `sent`, made as
     /// [`acquire`](Self::acquire) makes it, and counted as a granted call.
     pub(crate) fn taken(&self, mut hold: ReleaseOnDrop<S>, sent: Instant) -> MutexGuard<S> {
-        Acquisition::start(self.meter(), Some(sent)).granted();
+        Acquisition::start(self.meter(), sent, Some(sent)).granted();
         hold.state = HoldState::Held;
         if let Some(local) = self.local() {
             local.mark_held(&self.key);
@@ -597,7 +597,7 @@ impl<S: Pass + WakeUps> Mutex<S> {
         holder: Option<&str>,
     ) -> Error {
         let error = Error::busy(&self.key, Duration::ZERO, holder.map(mask_owner), pttl);
-        Acquisition::start(self.meter(), Some(sent)).failed(&error);
+        Acquisition::start(self.meter(), sent, Some(sent)).failed(&error);
         error
     }
 

@@ -205,7 +205,7 @@ async fn wait_for_local_pass<S: Pass + WakeUps>(
             return turn
                 .leave()
                 .map(won)
-                .ok_or_else(|| busy(key, started.elapsed(), &Seen::nothing()));
+                .ok_or_else(|| busy(key, started.elapsed(), &Seen::nothing(started)));
         }
         // Nobody here will pass it to us any more (a task died): go to Redis.
         if !local.is_represented(key) {
@@ -318,7 +318,7 @@ impl<'a, S: Pass + WakeUps> Attempts<'a, S> {
             watch: None,
             backoff: Backoff::default(),
             retries: Backoff::new(RETRY_FIRST, RETRY_CAP),
-            seen: Seen::nothing(),
+            seen: Seen::nothing(started),
             failure: None,
             in_doubt: false,
             answered: false,
@@ -596,11 +596,12 @@ struct Seen {
 }
 
 impl Seen {
-    fn nothing() -> Self {
+    /// Nothing seen yet, as of `at`.
+    fn nothing(at: Instant) -> Self {
         Seen {
             pttl: None,
             holder: None,
-            at: Instant::now(),
+            at,
         }
     }
 

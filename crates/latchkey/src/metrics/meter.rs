@@ -237,9 +237,8 @@ pub(crate) struct Acquisition<'a> {
 
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables, dead_code))]
 impl<'a> Acquisition<'a> {
-    /// A call that may wait until `deadline` (`None`: for ever).
-    pub(crate) fn start(meter: Meter<'a>, deadline: Option<Instant>) -> Self {
-        let started = Instant::now();
+    /// A call made at `started` that may wait until `deadline` (`None`: for ever).
+    pub(crate) fn start(meter: Meter<'a>, started: Instant, deadline: Option<Instant>) -> Self {
         let span = tracing::debug_span!(
             "latchkey.wait",
             lock = meter.key.name(),
