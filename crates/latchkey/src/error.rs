@@ -336,6 +336,19 @@ impl Error {
         }
     }
 
+    /// The reply granting a lock came from `node` only after the lease it granted,
+    /// counted from when the request was sent, had ended: a connection made or a
+    /// path stalled meanwhile. The wait tries again, and reports this if it ends.
+    pub(crate) fn granted_too_late(node: &str) -> Self {
+        Error::Unreachable {
+            node: node.to_owned(),
+            source: Cause(RedisError::from((
+                ErrorKind::Io,
+                "the grant's reply came after its lease had ended",
+            ))),
+        }
+    }
+
     /// `node` is a replica now: behind Sentinel, a failover moved the primary, and the
     /// next command asks the Sentinels again (transient, unlike [`Error::ReadOnly`]).
     pub(crate) fn no_reply_within(node: &str, deadline: Duration) -> Self {

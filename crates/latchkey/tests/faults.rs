@@ -562,3 +562,42 @@ async fn every_call_loads_its_script_again_after_a_script_flush() {
         );
     }
 }
+
+/// A grant whose reply comes back after the lease it granted has ended (counted from
+/// when the request was sent, as every lease is) is no hold: its guard would be
+/// born lost, and a fenced write from it could land after a later holder's. Behind
+/// a proxy that delays every reply longer than the lease, no call returns a guard:
+/// each says why, and the lock is left to others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_whose_reply_comes_after_its_lease_is_no_hold() {
+    let server = RedisServer::start().unwrap();
+    let proxy = FaultProxy::start(server.port()).unwrap();
+    let client = Client::open(&proxy.url()).await.unwrap();
+    let mutex = common::fixed(&client, "late", Duration::from_millis(150));
+    proxy.set_latency(Duration::ZERO, Duration::from_millis(250));
+    let tries = [
+        mutex.try_lock().await,
+        mutex.lock_timeout(Duration::from_millis(900)).await,
+    ];
+    for result in tries {
+        let error = result.expect_err("a guard whose lease had ended");
+        assert!(
+            error.to_string().contains("after its lease had ended"),
+            "{error}"
+        );
+        assert!(error.is_transient(), "{error}");
+    }
+    proxy.set_latency(Duration::ZERO, Duration::ZERO);
+    // Released by the wait as it gave up, or run out: free within its lease.
+    let started = Instant::now();
+    let mut conn = server.connection().unwrap();
+    while redis::Commands::exists::<_, bool>(&mut conn, "late").unwrap() {
+        assert!(started.elapsed() < Duration::from_secs(1), "still held");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Replies on time again, once those still held back (the undo's) have gone by.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let guard = mutex.try_lock().await.unwrap();
+    assert!(!guard.is_lost());
+    assert!(guard.release().await.unwrap());
+}

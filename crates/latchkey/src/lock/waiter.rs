@@ -384,10 +384,14 @@ impl<'a, S: Pass + WakeUps> Attempts<'a, S> {
         };
         self.answered = true;
         self.in_doubt |= answer.as_ref().is_err_and(Error::outcome_unknown);
+        let undo = self.hold.state;
         if !self.in_doubt {
             self.hold.not_taken();
         }
         match answer {
+            Ok(Attempt::Acquired { .. }) if self.wait.ttl.valid_until(sent) <= Instant::now() => {
+                Ok(self.granted_too_late(undo).await)
+            }
             Ok(Attempt::Acquired {
                 fence,
                 queued,
@@ -423,12 +427,34 @@ impl<'a, S: Pass + WakeUps> Attempts<'a, S> {
             }
             Err(error) => {
                 tracing::warn!(key = %self.key, %error, "lock attempt failed; retrying while the wait allows");
-                self.failure = Some(error);
-                let pause = self.retries.next_pause(None);
-                tokio::time::sleep(self.wait.cap(pause)).await;
-                Ok(Tried::Again)
+                Ok(self.again_after(error).await)
             }
         }
+    }
+
+    /// The lock is ours in Redis, but its grant's reply came after the lease counted
+    /// from when the request was sent had ended (a connection made or a path stalled
+    /// meanwhile): a guard would be born lost, and a fenced write from it would
+    /// carry a token a later holder's writes had not yet outgrown. Like Redlock with
+    /// no validity left, it does not count as acquired: the hold undoes it if the
+    /// wait ends here (`undo`: what the attempt would have left), and the next
+    /// attempt claims it afresh under the same token, its lease counted from its
+    /// own send.
+    async fn granted_too_late(&mut self, undo: HoldState) -> Tried {
+        self.hold.state = undo;
+        self.in_doubt = true;
+        let node = self.store.node();
+        tracing::warn!(key = %self.key, node, "a grant came back after its lease had ended; retrying while the wait allows");
+        self.again_after(Error::granted_too_late(node)).await
+    }
+
+    /// A transient failure: paused for (backing off, within the wait), and kept to
+    /// report if the wait ends on it.
+    async fn again_after(&mut self, failure: Error) -> Tried {
+        self.failure = Some(failure);
+        let pause = self.retries.next_pause(None);
+        tokio::time::sleep(self.wait.cap(pause)).await;
+        Tried::Again
     }
 
     /// Whether it listens for wake-ups; if not yet, it starts to (and the next
