@@ -56,6 +56,7 @@ pub fn check(history: &History, verdict: &mut Verdict) {
             None => {}
         }
         told_of_clock_jumps(history, hold, verdict);
+        born_lost(history, hold, verdict);
         // Up to the release's end: a fault that made Redis forget the hold while
         // the release was on its way leaves it nothing to release.
         if end.released == Some(false)
@@ -71,6 +72,34 @@ pub fn check(history: &History, verdict: &mut Verdict) {
             );
         }
     }
+}
+
+/// A call that returned a guard whose lease, by the holder's own count, had ended
+/// before the call returned, unless the holder's process was paused meanwhile
+/// (the call may have returned in time and been recorded late).
+fn born_lost(history: &History, hold: &Hold, verdict: &mut Verdict) {
+    let Some(end) = &hold.end else {
+        return;
+    };
+    if end.valid_until_us >= hold.acquired_us
+        || paused(
+            history,
+            hold.holder.worker,
+            hold.attempt_start_us,
+            hold.acquired_us,
+        )
+    {
+        return;
+    }
+    verdict.violate(
+        Property::BornLost,
+        format!(
+            "{:?} on {}: the call returned a guard whose lease had ended {} µs before",
+            hold.holder,
+            hold.lock,
+            hold.acquired_us - end.valid_until_us
+        ),
+    );
 }
 
 /// A lease no longer than the jump ended at the jump; a holder whose release went
@@ -116,6 +145,15 @@ mod tests {
     use super::super::fixtures::*;
     use super::super::{Property, check};
     use crate::faults::Fault;
+
+    #[test]
+    fn a_guard_returned_after_its_lease_ended_is_born_lost() {
+        let mut late = history(facts(), &[(None, held(0, 1, 1, (0, 100_000)))]);
+        late.holds[0].acquired_us = 150_000;
+        assert_eq!(check(&late).violations[&Property::BornLost], 1);
+        let on_time = history(facts(), &[(None, held(0, 1, 1, (0, 100_000)))]);
+        assert!(!check(&on_time).violations.contains_key(&Property::BornLost));
+    }
 
     /// Held from 0 to `released`, with a clock jump at 500 ms.
     fn jumped(released: u64, lost: bool) -> super::super::Verdict {

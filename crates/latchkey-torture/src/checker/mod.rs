@@ -41,6 +41,9 @@ pub enum Property {
     Fences,
     /// A holder whose lease ended under it heard of it.
     LostSignal,
+    /// No call returned a guard whose lease had ended already (a grant whose reply
+    /// came back after it).
+    BornLost,
     /// Every acquisition of a live worker ended.
     Vanished,
     /// `lock_timeout(d)` returned within `d` plus the bound.
