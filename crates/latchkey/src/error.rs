@@ -339,6 +339,8 @@ impl Error {
     /// The reply granting a lock came from `node` only after the lease it granted,
     /// counted from when the request was sent, had ended: a connection made or a
     /// path stalled meanwhile. The wait tries again, and reports this if it ends.
+    /// A lease shorter than a round trip can never be held: a wait without a
+    /// deadline then keeps trying (backing off to a second between tries).
     pub(crate) fn granted_too_late(node: &str) -> Self {
         Error::Unreachable {
             node: node.to_owned(),

@@ -600,4 +600,21 @@ async fn a_grant_whose_reply_comes_after_its_lease_is_no_hold() {
     let guard = mutex.try_lock().await.unwrap();
     assert!(!guard.is_lost());
     assert!(guard.release().await.unwrap());
+
+    // With a lock delay Redis keeps the key longer than the holder counts on: the
+    // lease the guard would have had is what must not have ended.
+    let lease = latchkey::Lease::fixed(Duration::from_millis(150)).unwrap();
+    let delayed = client
+        .mutex("late-delayed")
+        .unwrap()
+        .with_lease(lease.with_lock_delay(Duration::from_secs(2)).unwrap());
+    proxy.set_latency(Duration::ZERO, Duration::from_millis(250));
+    let error = delayed
+        .try_lock()
+        .await
+        .expect_err("a guard whose lease had ended");
+    assert!(
+        error.to_string().contains("after its lease had ended"),
+        "{error}"
+    );
 }

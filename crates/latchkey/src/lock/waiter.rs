@@ -73,6 +73,13 @@ impl Wait {
         }
     }
 
+    /// Whether a grant to a request sent at `sent` comes too late to be a hold: the
+    /// lease the holder counts on (without the lock delay Redis adds to it) ended
+    /// before the reply came. A guard would be born lost.
+    pub(crate) fn granted_too_late(&self, sent: Instant) -> bool {
+        Ttl::lease_end(self.ttl.valid_until(sent), self.lock_delay) <= Instant::now()
+    }
+
     fn expired(&self) -> bool {
         self.deadline
             .is_some_and(|deadline| deadline <= Instant::now())
@@ -389,7 +396,7 @@ impl<'a, S: Pass + WakeUps> Attempts<'a, S> {
             self.hold.not_taken();
         }
         match answer {
-            Ok(Attempt::Acquired { .. }) if self.wait.ttl.valid_until(sent) <= Instant::now() => {
+            Ok(Attempt::Acquired { .. }) if self.wait.granted_too_late(sent) => {
                 Ok(self.granted_too_late(undo).await)
             }
             Ok(Attempt::Acquired {

@@ -63,7 +63,8 @@ impl From<MultiplexedConnection> for Connection {
 
 impl Connection {
     /// Our own connection to `target`, made at the first command and made afresh
-    /// whenever a reply times out (behind Sentinel, also after a failover).
+    /// whenever a reply times out or (to one server, or behind Sentinel) the
+    /// connection drops; behind Sentinel, also after a failover.
     pub(crate) fn replaceable(target: Target, config: AsyncConnectionConfig) -> Self {
         let follows_failover = target.follows_failover();
         let replaceable = Arc::new(Replaceable {

@@ -51,7 +51,8 @@ impl std::fmt::Debug for Target {
 
 impl Target {
     /// A connection to the target now (to one server, or to the primary Sentinel
-    /// names, after asking them; or to a cluster). At most two connect timeouts.
+    /// names, after asking them; or to a cluster). At most two connect timeouts;
+    /// behind Sentinel, three (two to ask them, one to connect).
     /// Also returns the address connected to (none for a cluster).
     pub(crate) async fn connect(
         &self,
