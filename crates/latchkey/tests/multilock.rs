@@ -483,3 +483,39 @@ async fn locks_of_two_stores_are_each_taken_on_their_own() {
     both.release().await.unwrap();
     assert!(!held(&zero, "x").await && !held(&one, "y").await);
 }
+
+/// No call returns a set with a guard already lost: a lock taken first whose lease
+/// runs out while the others are taken (replies slower than what is left of it)
+/// makes the round fail, and the call gives everything back and goes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_set_comes_back_with_a_lock_already_lost() {
+    let server = latchkey_testkit::RedisServer::start().unwrap();
+    let proxy = latchkey_testkit::FaultProxy::start(server.port()).unwrap();
+    let slow = Client::open(&proxy.url()).await.unwrap();
+    let direct = Client::open(&server.url()).await.unwrap();
+    let lease = Lease::fixed(Duration::from_millis(150)).unwrap();
+    let both = MultiLock::new(
+        ["lost-a", "lost-b"].map(|name| slow.mutex(name).unwrap().with_lease(lease)),
+    )
+    .unwrap();
+    // "lost-b" busy a while: the call waits for it, then takes "lost-a" in a round
+    // trip that outlasts what is left of "lost-b"'s lease.
+    let other = direct.mutex("lost-b").unwrap().lock().await.unwrap();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        other.release().await.unwrap();
+    });
+    proxy.set_latency(Duration::ZERO, Duration::from_millis(100));
+    match both.lock_timeout(Duration::from_millis(1500)).await {
+        Ok(guards) => {
+            for guard in guards.guards() {
+                assert!(!guard.is_lost(), "{} came back lost", guard.key());
+            }
+        }
+        Err(error) => assert!(
+            error.is_transient() || matches!(error, Error::Busy { .. }),
+            "{error}"
+        ),
+    }
+    release.await.unwrap();
+}

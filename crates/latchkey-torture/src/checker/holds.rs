@@ -14,6 +14,11 @@ use crate::record::Outcome;
 /// scheduling on a loaded machine.
 const TOLD_OF_A_JUMP_SLACK_US: u64 = 100_000;
 
+/// How long after a call returned its worker may record when (scheduling on a
+/// loaded machine): a lease that ended within it may have been current when the
+/// call checked it.
+const RECORDED_LATE_SLACK_US: u64 = 5_000;
+
 pub fn check(history: &History, verdict: &mut Verdict) {
     for attempt in &history.attempts {
         let outcome = match &attempt.outcome {
@@ -75,13 +80,14 @@ pub fn check(history: &History, verdict: &mut Verdict) {
 }
 
 /// A call that returned a guard whose lease, by the holder's own count, had ended
-/// before the call returned, unless the holder's process was paused meanwhile
-/// (the call may have returned in time and been recorded late).
+/// before the call returned (beyond [`RECORDED_LATE_SLACK_US`]), unless the
+/// holder's process was paused meanwhile (the call may have returned in time and
+/// been recorded late).
 fn born_lost(history: &History, hold: &Hold, verdict: &mut Verdict) {
     let Some(end) = &hold.end else {
         return;
     };
-    if end.valid_until_us >= hold.acquired_us
+    if end.valid_until_us + RECORDED_LATE_SLACK_US >= hold.acquired_us
         || paused(
             history,
             hold.holder.worker,

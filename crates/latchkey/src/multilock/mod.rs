@@ -339,9 +339,14 @@ impl<S: Pass + WakeUps> MultiLock<S> {
                 let mutex: &Mutex<S> = &self.mutexes[busy];
                 taking.held.push(mutex.acquire(deadline).await?);
             }
-            let Some((busy, error)) = self.try_others(taking, wait_for, deadline).await else {
-                return Ok(());
+            let failed = match self.try_others(taking, wait_for, deadline).await {
+                Some(failed) => failed,
+                None => match self.lost_while_taking(taking) {
+                    Some(lost) => lost,
+                    None => return Ok(()),
+                },
             };
+            let (busy, error) = failed;
             if expired() || !error.is_transient() {
                 return Err(error);
             }
@@ -402,6 +407,19 @@ impl<S: Pass + WakeUps> MultiLock<S> {
         let lasting = failures.iter().position(|(_, error)| !error.is_transient());
         let pick = lasting.unwrap_or(0);
         (pick < failures.len()).then(|| failures.swap_remove(pick))
+    }
+
+    /// A lock taken first whose lease ran out while the others were taken (a slow
+    /// round trip): no call returns a guard already lost, so the round counts as
+    /// failed on it, a transient failure (its index, and the error to report).
+    fn lost_while_taking(&self, taking: &Taking<S>) -> Option<(usize, Error)> {
+        let lost = taking.held.iter().find(|guard| guard.is_lost())?;
+        let index = self
+            .mutexes
+            .iter()
+            .position(|mutex| mutex.key() == lost.key());
+        let error = Error::granted_too_late(lost.store().node());
+        Some((index.unwrap_or(0), error))
     }
 
     /// Busy on lock `i` at the deadline, with no answer to say who holds it.
