@@ -518,4 +518,15 @@ async fn no_set_comes_back_with_a_lock_already_lost() {
         ),
     }
     release.await.unwrap();
+    // Both free: one script takes them at once, its reply slower than the lease.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set_latency(Duration::ZERO, Duration::from_millis(250));
+    let late = both
+        .try_lock()
+        .await
+        .expect_err("a set whose leases had ended");
+    assert!(
+        late.to_string().contains("after its lease had ended"),
+        "{late}"
+    );
 }

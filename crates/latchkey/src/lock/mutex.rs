@@ -569,12 +569,6 @@ impl<S: Pass + WakeUps> Mutex<S> {
         Ok(hold)
     }
 
-    /// Whether a grant to a try sent at `sent` came back too late to be a hold
-    /// (see [`Wait::granted_too_late`]).
-    pub(crate) fn granted_too_late(&self, sent: Instant) -> bool {
-        self.wait(sent, None).granted_too_late(sent)
-    }
-
     /// The guard of the lock `hold` took in a try sent at `sent`, made as
     /// [`acquire`](Self::acquire) makes it, and counted as a granted call.
     pub(crate) fn taken(&self, mut hold: ReleaseOnDrop<S>, sent: Instant) -> MutexGuard<S> {

@@ -76,7 +76,7 @@ impl Wait {
     /// Whether a grant to a request sent at `sent` comes too late to be a hold: the
     /// lease the holder counts on (without the lock delay Redis adds to it) ended
     /// before the reply came. A guard would be born lost.
-    pub(crate) fn granted_too_late(&self, sent: Instant) -> bool {
+    fn granted_too_late(&self, sent: Instant) -> bool {
         Ttl::lease_end(self.ttl.valid_until(sent), self.lock_delay) <= Instant::now()
     }
 

@@ -36,8 +36,7 @@ impl<'a> Meter<'a> {
         #[cfg(feature = "metrics")]
         {
             self.gauge("latchkey_held").decrement(units as f64);
-            let key = self.key("latchkey_hold_seconds", None);
-            ::metrics::with_recorder(|r| r.register_histogram(&key, &METADATA))
+            self.histogram("latchkey_hold_seconds", None)
                 .record(held.as_secs_f64());
         }
     }
@@ -91,6 +90,12 @@ impl<'a> Meter<'a> {
     fn gauge(&self, name: &'static str) -> ::metrics::Gauge {
         let key = self.key(name, None);
         ::metrics::with_recorder(|r| r.register_gauge(&key, &METADATA))
+    }
+
+    #[cfg(feature = "metrics")]
+    fn histogram(&self, name: &'static str, extra: Option<Extra>) -> ::metrics::Histogram {
+        let key = self.key(name, extra);
+        ::metrics::with_recorder(|r| r.register_histogram(&key, &METADATA))
     }
 
     /// The metric `name` with the labels `primitive`, `deployment`, then `extra`,
@@ -304,10 +309,8 @@ impl<'a> Acquisition<'a> {
         self.span.record("waited_ms", waited.as_millis() as u64);
         #[cfg(feature = "metrics")]
         {
-            let waits = self
-                .meter
-                .key("latchkey_wait_seconds", Some(("outcome", outcome)));
-            ::metrics::with_recorder(|r| r.register_histogram(&waits, &METADATA))
+            self.meter
+                .histogram("latchkey_wait_seconds", Some(("outcome", outcome)))
                 .record(waited.as_secs_f64());
         }
         self.meter

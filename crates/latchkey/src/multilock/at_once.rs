@@ -67,12 +67,6 @@ impl<S: Pass + WakeUps> MultiLock<S> {
             holder,
         } = outcome
         else {
-            // Taken, but the reply came after a lease had ended: as a lock's own wait
-            // does, no guard; the holds, still trying, undo the take as they drop.
-            if let Some(late) = mutexes.iter().position(|m| m.granted_too_late(sent)) {
-                let node = mutexes[late].store().node().to_owned();
-                return Some(Some((which[late], Error::granted_too_late(&node))));
-            }
             for (mutex, hold) in mutexes.iter().zip(holds) {
                 taking.held.push(mutex.taken(hold, sent));
             }

@@ -339,14 +339,10 @@ impl<S: Pass + WakeUps> MultiLock<S> {
                 let mutex: &Mutex<S> = &self.mutexes[busy];
                 taking.held.push(mutex.acquire(deadline).await?);
             }
-            let failed = match self.try_others(taking, wait_for, deadline).await {
-                Some(failed) => failed,
-                None => match self.lost_while_taking(taking) {
-                    Some(lost) => lost,
-                    None => return Ok(()),
-                },
+            let failed = self.try_others(taking, wait_for, deadline).await;
+            let Some((busy, error)) = failed.or_else(|| self.lost_while_taking(taking)) else {
+                return Ok(());
             };
-            let (busy, error) = failed;
             if expired() || !error.is_transient() {
                 return Err(error);
             }
@@ -409,9 +405,11 @@ impl<S: Pass + WakeUps> MultiLock<S> {
         (pick < failures.len()).then(|| failures.swap_remove(pick))
     }
 
-    /// A lock taken first whose lease ran out while the others were taken (a slow
-    /// round trip): no call returns a guard already lost, so the round counts as
-    /// failed on it, a transient failure (its index, and the error to report).
+    /// A lock whose lease had run out by the end of the round that took the last
+    /// of them: one taken first, while the others were taken (a slow round trip),
+    /// or one whose grant came back late from the round's one script. No call
+    /// returns a guard already lost, so the round counts as failed on it, a
+    /// transient failure (its index, and the error to report).
     fn lost_while_taking(&self, taking: &Taking<S>) -> Option<(usize, Error)> {
         let lost = taking.held.iter().find(|guard| guard.is_lost())?;
         let index = self
