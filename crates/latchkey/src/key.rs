@@ -158,7 +158,8 @@ impl Prefix {
 /// `app:{user42}:cart:lk:fence`.
 ///
 /// Every companion key expires: the counter one lease after the grant it fenced, the
-/// queue and the waiter leases with the longest waiter lease in them. So
+/// queue and the waiter leases at most twice the longest waiter lease in them after
+/// their last use. So
 /// per-entity locks (per order, user, IP) leave nothing behind once unused.
 ///
 /// ```

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use latchkey::{Client, Error, Lease};
+use latchkey::{Client, Error, Fencing, Lease};
 use latchkey_testkit::{RedisServer, worker};
 use redis::Commands;
 
@@ -32,6 +32,10 @@ fn wait_for_queue(server: &RedisServer, lock: &str, len: usize) {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
 }
 
 /// Calls of one command (scripts' inner calls included) since the server started.
@@ -270,13 +274,13 @@ async fn a_plain_release_wakes_one_waiter_not_the_herd() {
 
 /// A holder of `name` (60 s lease) through `client`, and a waiter queued behind it
 /// through a client of its own (another process, as far as the lock can tell) that
-/// asks for `lease` and keeps its place with `waiter_lease`.
+/// asks for `lease` and keeps its place with `waiter_lease`, fenced as `fencing` says.
 async fn waiter_behind_holder(
     server: &RedisServer,
     client: &Client,
     name: &str,
-    lease: Duration,
-    waiter_lease: Duration,
+    (lease, waiter_lease): (Duration, Duration),
+    fencing: Fencing,
 ) -> (
     latchkey::MutexGuard,
     tokio::task::JoinHandle<latchkey::Result<latchkey::MutexGuard>>,
@@ -287,7 +291,8 @@ async fn waiter_behind_holder(
         .unwrap();
     let other = Client::open(&server.url()).await.unwrap();
     let waiter = common::fixed(&other, name, lease)
-        .with_waiter_lease(latchkey::Ttl::new(waiter_lease).unwrap());
+        .with_waiter_lease(latchkey::Ttl::new(waiter_lease).unwrap())
+        .with_fencing(fencing);
     let waiting = tokio::spawn(async move { waiter.lock().await });
     tokio::task::block_in_place(|| wait_for_queue(server, name, 1));
     (holder, waiting)
@@ -323,8 +328,14 @@ async fn a_handed_lock_starts_without_a_claim_and_is_extended_to_its_lease() {
     let (server, client) = common::start().await;
     // Another process waits, with a waiter lease far shorter than its lock lease.
     let lease = Duration::from_secs(60);
-    let (holder, waiting) =
-        waiter_behind_holder(&server, &client, "handed", lease, Duration::from_secs(3)).await;
+    let (holder, waiting) = waiter_behind_holder(
+        &server,
+        &client,
+        "handed",
+        (lease, secs(3)),
+        Fencing::OnGrant,
+    )
+    .await;
     let mut conn = admin(&server);
     let first_fence = holder.fence().await.unwrap();
     let published = release_and_read_handover(&server, "handed", holder).await;
@@ -351,13 +362,44 @@ async fn a_handed_lock_starts_without_a_claim_and_is_extended_to_its_lease() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_handed_over_is_fenced_on_demand_without_a_claim() {
+    let (server, client) = common::start().await;
+    // A waiter lease longer than the lock lease: the handover grants the whole lease,
+    // so nothing but the two release scripts runs (no claim, no extension).
+    let leases = (secs(2), secs(30));
+    let (holder, waiting) =
+        waiter_behind_holder(&server, &client, "ondemand", leases, Fencing::OnDemand).await;
+    let first_fence = holder.fence().await.unwrap();
+    let mut conn = admin(&server);
+    let counter = "{ondemand}:lk:fence";
+    let stored: Option<String> = conn.get(counter).unwrap();
+    let before = calls(&mut conn, "evalsha");
+    assert!(holder.release().await.unwrap());
+    let guard = waiting.await.unwrap().unwrap();
+    // The release that tries alone, then the one that hands over; nothing else.
+    assert_eq!(calls(&mut conn, "evalsha") - before, 2);
+    // The handover left the counter as it was and the guard without a token, which
+    // it gets when asked, above the last holder's.
+    assert_eq!(conn.get::<_, Option<String>>(counter).unwrap(), stored);
+    assert_eq!(guard.known_fence(), None);
+    assert!(guard.fence().await.unwrap() > first_fence);
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_handed_to_a_waiter_lasts_no_longer_than_the_lease_it_asked_for() {
     let (server, client) = common::start().await;
     // The waiter asks for a 500 ms lease and keeps its place with a 5 s waiter lease:
     // if it dies holding the handed lock, that must cost 500 ms, not 5 s.
     let lease = Duration::from_millis(500);
-    let (holder, waiting) =
-        waiter_behind_holder(&server, &client, "short", lease, Duration::from_secs(5)).await;
+    let (holder, waiting) = waiter_behind_holder(
+        &server,
+        &client,
+        "short",
+        (lease, secs(5)),
+        Fencing::OnDemand,
+    )
+    .await;
     assert!(holder.release().await.unwrap());
     let guard = waiting.await.unwrap().unwrap();
     let pttl: i64 = admin(&server).pttl("short").unwrap();
@@ -370,8 +412,14 @@ async fn a_lock_handed_to_a_waiter_lasts_no_longer_than_the_lease_it_asked_for()
 async fn a_handover_from_a_server_that_lost_the_waiters_renewal_is_claimed_again() {
     let (server, client) = common::start().await;
     let lease = Duration::from_secs(60);
-    let (holder, waiting) =
-        waiter_behind_holder(&server, &client, "amnesia", lease, Duration::from_secs(3)).await;
+    let (holder, waiting) = waiter_behind_holder(
+        &server,
+        &client,
+        "amnesia",
+        (lease, secs(3)),
+        Fencing::OnGrant,
+    )
+    .await;
     // The server "restarts from older state": the waiter's lease entry ends earlier
     // than the one its last attempt wrote.
     let mut conn = admin(&server);

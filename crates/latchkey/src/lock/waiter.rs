@@ -486,7 +486,7 @@ impl<'a, S: Pass + WakeUps> Attempts<'a, S> {
         }
         let handover = handed(watch, self.queued.as_ref(), &self.wait)?;
         Some(Grant {
-            fence: Some(handover.fence),
+            fence: handover.fence,
             valid_until: handover.valid_until,
             top_up: !handover.in_full,
             replicas: None,
@@ -539,11 +539,11 @@ struct Queued {
     waiter_lease_end: u64,
 }
 
-/// A lock a release handed us: its fencing token, until when it is surely ours, and
-/// whether the release could grant the whole lease we asked for (else what was left
-/// of the waiter lease, to be extended).
+/// A lock a release handed us: its fencing token (`None` when fenced on demand),
+/// until when it is surely ours, and whether the release could grant the whole
+/// lease we asked for (else what was left of the waiter lease, to be extended).
 struct Handover {
-    fence: u64,
+    fence: Option<u64>,
     valid_until: Instant,
     in_full: bool,
 }
@@ -558,10 +558,12 @@ struct Handover {
 fn handed(watch: &Watch, queued: Option<&Queued>, wait: &Wait) -> Option<Handover> {
     let handed = watch.take_handed()?;
     let queued = queued?;
-    let fence = handed.fence;
-    if fence <= queued.fence_floor || handed.waiter_lease_end < queued.waiter_lease_end {
+    if handed.fence <= queued.fence_floor || handed.waiter_lease_end < queued.waiter_lease_end {
         return None;
     }
+    // A waiter fenced on demand was told the handover's clock, not a token (a release
+    // by an older latchkey sends one anyway: computed afresh when asked for).
+    let fence = wait.fenced.then_some(handed.fence);
     // The release granted the lease we asked for or what was left of the waiter lease
     // our last queued attempt (re)started, whichever was shorter: both count from
     // when that attempt was sent.

@@ -65,7 +65,8 @@ pub(crate) static RELEASE_ALONE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lock/release_alone.lua")));
 
 /// Pass a held lock to another owner of this process.
-pub(crate) static PASS: LazyLock<Script> = lock_script!("clock.lua", "grant.lua", "pass.lua");
+pub(crate) static PASS: LazyLock<Script> =
+    lock_script!("clock.lua", "grant.lua", "queue.lua", "pass.lua");
 
 /// A quorum script: the helper files it needs under `lock/`, then those under
 /// `quorum/`, its own file last.

@@ -118,8 +118,10 @@ pub enum Attempt {
         /// the lock is free but owed to a fair waiter.
         holder: Option<String>,
         /// From an attempt that joined (or stayed in) the queue: every fencing token
-        /// granted after it is larger, so a wake-up that hands this waiter a token at
-        /// or below it is stale (the lock it handed has been lost since). 0 otherwise.
+        /// granted after it is larger, and so is the server clock (µs) at every later
+        /// handover, so a wake-up that hands this waiter a number at or below it (see
+        /// [`Handed::fence`](super::Handed::fence)) is stale: the lock it handed has
+        /// been lost since. 0 otherwise.
         fence_floor: u64,
         /// From an attempt that joined (or stayed in) the queue: when the waiter lease
         /// it set ends (server ms). A wake-up whose

@@ -495,7 +495,11 @@ impl RedisStore {
             let pttl = u64::try_from(value).ok().map(Duration::from_millis);
             return Ok(Attempt::busy(pttl, holder).queued_at(fourth, waiter_lease_end));
         }
-        let won = Attempt::acquired(u64::try_from(value).unwrap_or(0), fourth);
+        // 0: granted without a fencing token (the request was not fenced).
+        let won = match u64::try_from(value) {
+            Ok(fence) if fence > 0 => Attempt::acquired(fence, fourth),
+            _ => Attempt::unfenced(fourth),
+        };
         self.confirmed_grant(store, key, (owner, request), won, replicas)
             .await
     }
@@ -679,6 +683,18 @@ const NOT_RUN_PAUSES: [Duration; 4] = [
 ];
 
 /// Whether a cluster refused a command without running it.
+/// How a request waits in the lock's line (`scripts/lock/queue.lua`): fair or plain,
+/// handed the lock with its fencing token (lower case) or without (upper case: the
+/// holder asks for it on demand, and a handover skips the counter).
+fn queue_mode(request: AcquireRequest) -> &'static str {
+    match (request.fair, request.fenced) {
+        (true, true) => "f",
+        (false, true) => "p",
+        (true, false) => "F",
+        (false, false) => "P",
+    }
+}
+
 fn not_run(error: &redis::RedisError) -> bool {
     matches!(
         error.kind(),
@@ -729,7 +745,7 @@ impl LockStore for RedisStore {
         };
         call.arg(owner.as_str()).arg(request.ttl.as_millis());
         if through_queue {
-            call.arg(if request.fair { "f" } else { "p" })
+            call.arg(queue_mode(request))
                 .arg(request.queue_lease.map_or(0, Ttl::as_millis));
         }
         // The fourth: others queued (granted), or the fence floor (refused).

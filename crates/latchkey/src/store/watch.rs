@@ -258,7 +258,11 @@ impl Notifier {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Handed {
-    /// The fencing token the release granted.
+    /// The fencing token the release granted; to a waiter whose request was not
+    /// [`fenced`](super::AcquireRequest::fenced), the server clock at the handover
+    /// (µs) instead: no token was computed (the holder asks for it on demand), and
+    /// the clock orders handovers against the waiter's
+    /// [`fence_floor`](super::Attempt::Busy) just as a token would.
     pub fence: u64,
     /// When the waiter's lease ended as the release saw it (server ms): the handed
     /// lock lasts no longer. Older than the end the waiter's own last queued attempt

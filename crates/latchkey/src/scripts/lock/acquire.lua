@@ -5,9 +5,10 @@
 -- KEYS[1]  the lock key.   KEYS[2]  its fencing counter.
 -- KEYS[3]  the wait queue. KEYS[4]  the waiters' leases (see queue.lua).
 -- All of a lock's keys share a hash slot, and every one of them expires: the counter
--- with the lease it fenced, the queue and the leases with the longest waiter lease
--- in them, so per-entity locks leave nothing behind once no longer used.
--- ARGV     token, ttl_ms, mode ('f' or 'p'), wait_ms: 0 = a fair first try that
+-- with the lease it fenced, the queue and the leases at most twice the longest
+-- waiter lease in them after their last use (expiry.lua), so per-entity locks leave
+-- nothing behind once no longer used.
+-- ARGV     token, ttl_ms, mode (queue.lua: 'f', 'p', 'F' or 'P'), wait_ms: 0 = a fair first try that
 --          does not queue; > 0 = join or stay in the queue with a waiter lease of
 --          wait_ms.
 --
@@ -18,6 +19,9 @@
 local lock, fence_key, queue, leases = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl, mode, wait_ms = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local member = queue_member(mode, ttl, token)
+-- The counter, for a grant with a fencing token; false for one fenced on demand,
+-- which neither reads nor writes it.
+local counter = wants_fence(mode) and fence_key
 
 -- A fair first try: a free lock with live waiters is owed to the first of them.
 local function try_fair_once()
@@ -25,14 +29,14 @@ local function try_fair_once()
   if holder and holder ~= token then
     return busy(lock, holder)
   end
-  local last, us = before_grant(fence_key)
+  local last, us = before_grant(counter)
   if not holder then
     check_queue(queue, leases)
     if next_live_waiter(queue, leases, math.floor(us / 1000)) then
       return busy(lock, nil)
     end
   end
-  return granted(grant(lock, fence_key, token, ttl, last, us))
+  return granted(grant(lock, counter, token, ttl, last, us))
 end
 
 -- A try from the queue: the lock may have been handed to us, and a fair waiter
@@ -43,18 +47,18 @@ local function try_in_line()
   -- own on the common path (busy: the queue's ZADD is the first write, and raises
   -- WRONGTYPE before anything is written); the others count it before granting.
   redis.call('ZCARD', leases)
-  local last, us = before_grant(fence_key)
+  local last, us = before_grant(counter)
   if holder == token then
     -- Handed over: the release took us out of the queue already.
     local queued = redis.call('ZCARD', queue)
-    return granted(grant(lock, fence_key, token, ttl, last, us), queued)
+    return granted(grant(lock, counter, token, ttl, last, us), queued)
   end
   if not holder then
     redis.call('ZCARD', queue) -- the queue's type, before a grant writes
     -- Plain waiters may barge; fair ones only take a free lock nobody waits ahead for.
-    local head = mode == 'f' and next_live_waiter(queue, leases, math.floor(us / 1000))
+    local head = is_fair(mode) and next_live_waiter(queue, leases, math.floor(us / 1000))
     if not head or head == member then
-      local fence = grant(lock, fence_key, token, ttl, last, us)
+      local fence = grant(lock, counter, token, ttl, last, us)
       leave_queue(queue, leases, member)
       return granted(fence, redis.call('ZCARD', queue))
     end
@@ -63,8 +67,8 @@ local function try_in_line()
   local lease_end = math.floor(us / 1000) + wait_ms
   redis.call('ZADD', queue, 'NX', us, member)
   redis.call('ZADD', leases, lease_end, member)
-  keep_at_least(queue, wait_ms)
-  keep_at_least(leases, wait_ms)
+  keep_at_least(queue, wait_ms, 2 * wait_ms)
+  keep_at_least(leases, wait_ms, 2 * wait_ms)
   return busy(lock, holder, math.max(last, us), lease_end)
 end
 

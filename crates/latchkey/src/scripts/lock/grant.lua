@@ -19,9 +19,10 @@ local function last_fence(fence_key)
 end
 
 -- What a grant reads: the last fencing token and the server clock (µs). Call it
--- before the script's first write.
+-- before the script's first write. `fence_key` false: a grant without a token
+-- (fencing on demand), which reads no counter (last 0).
 local function before_grant(fence_key)
-  local last = last_fence(fence_key)
+  local last = fence_key and last_fence(fence_key) or 0
   local us = server_time()
   return last, us
 end
@@ -45,19 +46,26 @@ local function next_fence(fence_key, ttl, last, us)
   return fence
 end
 
+-- `fence_key` false: no token now (0), the holder asks for it when it needs it
+-- (fence.lua).
 local function grant(lock, fence_key, token, ttl, last, us)
   redis.call('SET', lock, token, 'PX', ttl)
+  if not fence_key then
+    return 0
+  end
   return next_fence(fence_key, ttl, last, us)
 end
 
--- The replies to a try: the lock is ours with this fence (and `waiting` others are
--- queued, so a task of our process gets it only by a bounded pass ahead), or it is
--- not: {0, pttl, holder, floor, lease_end}, pttl -1 when held without expiry, -2
+-- The replies to a try: the lock is ours with this fence (0: none yet, fenced on
+-- demand; `waiting` others are queued, so a task of our process gets it only by a
+-- bounded pass ahead), or it is not: {0, pttl, holder, floor, lease_end}, pttl -1 when held without expiry, -2
 -- when free but owed to a fair waiter (and then no holder). The holder lets the
 -- caller say who holds it, and tell another library's holder, whose release wakes
 -- nobody. From a try that queued (else 0): `floor` is below every fencing token
--- granted after this try, so a wake-up handing the waiter a token at or below it
--- comes from a handover that happened before, whose lock has been lost since;
+-- granted after this try, and below the server clock (µs) at every later handover
+-- (what a handover without a token sends instead), so a wake-up handing the waiter
+-- a number at or below it comes from a handover that happened before, whose lock
+-- has been lost since;
 -- `lease_end` is when the waiter lease this try set ends (server ms), so a wake-up
 -- from a release that saw an older end (a server restored from older state) is
 -- not trusted either.

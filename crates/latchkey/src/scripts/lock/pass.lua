@@ -1,6 +1,7 @@
 -- Hand a held lock straight to another owner in the same process, with a fresh lease
 -- and fencing token: the local handoff that keeps a busy lock inside one process
--- without a round of release, wake-up and claim. Needs clock.lua and grant.lua.
+-- without a round of release, wake-up and claim. Needs clock.lua, grant.lua and
+-- queue.lua.
 --
 -- KEYS[1]  the lock key.   KEYS[2]  its fencing counter.   KEYS[3]  the wait queue.
 -- ARGV     token, next_token, ttl_ms, ahead: unless '1', never pass while anyone
@@ -24,7 +25,7 @@ end
 if ahead ~= '1' and redis.call('EXISTS', queue) == 1 then
   return 0
 end
-if ahead == '1' and string.sub(redis.call('ZRANGE', queue, 0, 0)[1] or '', 1, 1) == 'f' then
+if ahead == '1' and is_fair(redis.call('ZRANGE', queue, 0, 0)[1] or '') then
   return 0
 end
 return grant(lock, fence_key, next_token, ttl, before_grant(fence_key))

@@ -1,11 +1,25 @@
 -- The wait queue: a sorted set of waiters by arrival (score = server µs), and
 -- beside it the waiters' leases: the same members, score = when the lease ends (ms).
--- A member is the waiter's mode ('f' fair, 'p' plain), the lock lease it asks for
--- (ms), '/' and its owner token: "p30000/<token>".
+-- A member is the waiter's mode, the lock lease it asks for (ms), '/' and its owner
+-- token: "p30000/<token>". The mode: 'f' fair, 'p' plain, both handed the lock with
+-- a fencing token; 'F' and 'P' the same, handed it without one (the holder asks for
+-- its token when it needs it: fence.lua), which spares a handover the counter's
+-- GET and SET. Lower case is also what a latchkey before fencing on demand queued,
+-- and what it expects: such a waiter always gets its token.
 
 -- The member for a waiter.
 local function queue_member(mode, ttl, token)
   return mode .. ttl .. '/' .. token
+end
+
+-- Whether a member (or a mode) waits in a fair line.
+local function is_fair(member)
+  return string.lower(string.sub(member, 1, 1)) == 'f'
+end
+
+-- Whether a member (or a mode) is handed the lock with its fencing token.
+local function wants_fence(member)
+  return string.find(member, '^[fp]') ~= nil
 end
 
 -- The lease a member asked for (ms) and its token. A member queued by a latchkey
@@ -25,9 +39,10 @@ local function check_queue(queue, leases)
   return redis.call('ZCARD', queue)
 end
 
-local function leave_queue(queue, leases, member)
-  if redis.call('ZREM', queue, member) == 1 then
-    redis.call('ZREM', leases, member)
+-- Takes `member` (or whichever of several members is there) out of the line.
+local function leave_queue(queue, leases, ...)
+  if redis.call('ZREM', queue, ...) > 0 then
+    redis.call('ZREM', leases, ...)
   end
 end
 
@@ -35,10 +50,11 @@ end
 -- when it ends (server ms); dead ones are dropped on the way, so a crashed waiter
 -- delays the line by at most its waiter lease. `now`: the server clock in ms, as the
 -- caller read it (every caller reads it before its first write anyway; a second
--- TIME would cost a call).
-local function next_live_waiter(queue, leases, now)
+-- TIME would cost a call). `head`: the queue's head if the caller has just read it
+-- (optional; it saves a ZRANGE).
+local function next_live_waiter(queue, leases, now, head)
   while true do
-    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    head = head or redis.call('ZRANGE', queue, 0, 0)[1]
     if not head then
       return nil
     end
@@ -47,5 +63,6 @@ local function next_live_waiter(queue, leases, now)
       return head, ends - now, ends
     end
     leave_queue(queue, leases, head)
+    head = nil
   end
 end

@@ -72,6 +72,6 @@ if ARGV[7] == 'front' then
 end
 redis.call('ZADD', queue, 'NX', arrived, member)
 redis.call('ZADD', leases, lease_end, member)
-keep_at_least(queue, wait_ms)
-keep_at_least(leases, wait_ms)
+keep_at_least(queue, wait_ms, 2 * wait_ms)
+keep_at_least(leases, wait_ms, 2 * wait_ms)
 return no_permit(holders, now, owed, math.max(last, us), lease_end)
