@@ -379,16 +379,14 @@ impl<'a, S: Pass + WakeUps> Attempts<'a, S> {
                 self.wait.within(attempt).await
             }
         };
-        let Some(answer) = answer else {
-            self.in_doubt = true;
-            // Never an answer: say Redis did not reply, not that the lock was busy.
-            if !self.answered {
-                let node = self.store.node();
-                self.failure = self.failure.take().or_else(|| Some(Error::no_reply(node)));
-            }
-            // Cut off at the deadline, request in flight: the hold undoes it.
-            return Ok(Tried::Again);
-        };
+        match answer {
+            Some(answer) => self.answered(answer, sent).await,
+            None => Ok(self.unanswered()),
+        }
+    }
+
+    /// What an answer to the attempt sent at `sent` means for the wait.
+    async fn answered(&mut self, answer: Result<Attempt>, sent: Instant) -> Result<Tried> {
         self.answered = true;
         self.in_doubt |= answer.as_ref().is_err_and(Error::outcome_unknown);
         let undo = self.hold.state;
@@ -416,17 +414,17 @@ impl<'a, S: Pass + WakeUps> Attempts<'a, S> {
                 fence_floor,
                 waiter_lease_end,
             }) => {
-                if self.request.queue_lease.is_some() {
-                    self.queued = Some(Queued {
-                        sent,
-                        fence_floor,
-                        waiter_lease_end,
-                    });
-                }
-                let at = Instant::now();
-                (self.seen, self.failure) = (Seen { pttl, holder, at }, None);
-                self.retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
-                Ok(Tried::Busy)
+                let seen = Seen {
+                    pttl,
+                    holder,
+                    at: Instant::now(),
+                };
+                let queued = Queued {
+                    sent,
+                    fence_floor,
+                    waiter_lease_end,
+                };
+                Ok(self.busy(seen, queued))
             }
             Err(error) if !error.is_transient() => {
                 give_up(&mut self.hold).await;
@@ -437,6 +435,29 @@ impl<'a, S: Pass + WakeUps> Attempts<'a, S> {
                 Ok(self.again_after(error).await)
             }
         }
+    }
+
+    /// Cut off at the deadline with the request in flight: it may still land, so the
+    /// hold undoes it.
+    fn unanswered(&mut self) -> Tried {
+        self.in_doubt = true;
+        // Never an answer: say Redis did not reply, not that the lock was busy.
+        if !self.answered {
+            let node = self.store.node();
+            self.failure = self.failure.take().or_else(|| Some(Error::no_reply(node)));
+        }
+        Tried::Again
+    }
+
+    /// Busy: who holds it (for the error if the wait ends here) and, from an attempt
+    /// that queued, the place in line a release may hand us the lock after.
+    fn busy(&mut self, seen: Seen, queued: Queued) -> Tried {
+        if self.request.queue_lease.is_some() {
+            self.queued = Some(queued);
+        }
+        (self.seen, self.failure) = (seen, None);
+        self.retries = Backoff::new(RETRY_FIRST, RETRY_CAP);
+        Tried::Busy
     }
 
     /// The lock is ours in Redis, but its grant's reply came after the lease counted
