@@ -321,9 +321,9 @@
 //! of one lock never overlap, so tokens computed during them come in the order of
 //! the holds. Later calls reuse it without a round trip. A holder whose lock is gone
 //! by then gets [`Error::LeaseLost`] instead of a token. A lock handed over from the
-//! wait queue is fenced on demand the same way; one passed between the tasks of a
-//! process comes with its token; and [`Fencing::OnGrant`] computes it with every
-//! grant, a handover included, for holders that always write with one ([`MutexGuard::known_fence`] then never needs a round trip).
+//! wait queue, or passed between the tasks of a process, is fenced on demand the
+//! same way, and [`Fencing::OnGrant`] computes it with every grant, handovers and
+//! passes included, for holders that always write with one ([`MutexGuard::known_fence`] then never needs a round trip).
 //!
 //! A token is `max(previous token + 1, server time in µs)`, read from Redis's `TIME`
 //! inside the script that computes it. So tokens keep growing across every kind of restart

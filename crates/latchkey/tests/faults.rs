@@ -245,6 +245,18 @@ async fn retried_requests_find_what_their_lost_replies_did() {
         client.store().owner(&key).await.unwrap().as_deref(),
         Some(next.as_str())
     );
+    // A pass without a token, retried, finds it done; one by a holder no more does not.
+    let last = token();
+    for _ in 0..2 {
+        let passed = store.pass_unfenced(&key, &next, &last, Ttl::DEFAULT, false);
+        assert!(passed.await.unwrap());
+    }
+    let stale = store.pass_unfenced(&key, &me, &next, Ttl::DEFAULT, false);
+    assert!(!stale.await.unwrap());
+    assert_eq!(
+        store.owner(&key).await.unwrap().as_deref(),
+        Some(last.as_str())
+    );
 }
 
 /// Item 5: every companion key expires, so per-entity locks leave nothing behind:

@@ -137,7 +137,7 @@ async fn a_holder_past_its_own_lease_gets_no_token_without_asking_redis() {
 
 #[tokio::test]
 async fn on_grant_fencing_and_handovers_bring_the_token_with_the_lock() {
-    let (_server, client) = common::start().await;
+    let (server, client) = common::start().await;
     let eager = client
         .mutex("eager")
         .unwrap()
@@ -146,9 +146,12 @@ async fn on_grant_fencing_and_handovers_bring_the_token_with_the_lock() {
     let guard = eager.lock().await.unwrap();
     let granted = guard.known_fence().expect("computed with the grant");
 
-    // A waiter woken by a handover from the queue holds a token too.
-    let plain = client.mutex("eager").unwrap();
-    let waiter = tokio::spawn(async move { plain.lock_timeout(Duration::from_secs(10)).await });
+    // A waiter of another process that asks on grant, woken by a handover from the
+    // queue, holds a token too (one that asks on demand gets none: see
+    // tests/waiting.rs, a_lock_handed_over_is_fenced_on_demand_without_a_claim).
+    let other = latchkey::Client::open(&server.url()).await.unwrap();
+    let waiting = other.mutex("eager").unwrap().with_fencing(Fencing::OnGrant);
+    let waiter = tokio::spawn(async move { waiting.lock_timeout(Duration::from_secs(10)).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(guard.release().await.unwrap());
     let handed = waiter.await.unwrap().unwrap();
@@ -250,4 +253,49 @@ async fn permits_compute_their_tokens_on_demand_or_with_the_grant() {
         "{refused:?}"
     );
     drop((first, second));
+}
+
+/// A lock passed between tasks of one process is fenced on demand too: the pass
+/// reads neither the counter nor the clock (`GET`, `EXISTS` on the queue, `SET`);
+/// with `Fencing::OnGrant` it comes with its token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_passed_between_tasks_is_fenced_on_demand_unless_asked_on_grant() {
+    let (server, client) = common::start().await;
+    let mut raw = common::connect(&server.url()).await;
+    for fencing in [Fencing::OnDemand, Fencing::OnGrant] {
+        let name = format!("passed-{fencing:?}");
+        let mutex = client.mutex(&name).unwrap().with_fencing(fencing);
+        let holder = mutex.lock().await.unwrap();
+        let first = holder.fence().await.unwrap();
+        let waiter = {
+            let mutex = mutex.clone();
+            tokio::spawn(async move { mutex.lock().await })
+        };
+        // The waiter queues behind the holder in this process, not in Redis.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let counter = format!("{{{name}}}:lk:fence");
+        let stored: Option<String> = raw.get(&counter).await.unwrap();
+        reset_stats(&mut raw).await;
+        assert!(holder.release().await.unwrap());
+        let passed = waiter.await.unwrap().unwrap();
+        let calls = command_calls(&mut raw).await;
+        // Passed in this process: no handover through Redis's queue.
+        assert_eq!(calls.get("publish"), None, "{calls:?}");
+        match fencing {
+            Fencing::OnDemand => {
+                assert_eq!(passed.known_fence(), None, "no token until asked for");
+                assert_eq!(
+                    raw.get::<_, Option<String>>(&counter).await.unwrap(),
+                    stored
+                );
+                assert_eq!(calls.get("time"), None, "{calls:?}");
+            }
+            Fencing::OnGrant => {
+                let granted = passed.known_fence().expect("passed with its token");
+                assert!(granted > first);
+            }
+        }
+        assert!(passed.fence().await.unwrap() > first);
+        assert!(passed.release().await.unwrap());
+    }
 }

@@ -24,12 +24,11 @@
 pub enum Fencing {
     /// The default and the cheapest: an uncontended take is a bare `SET NX PX`, and
     /// the token is computed the first time the holder asks for it (one round trip,
-    /// then kept). So does a lock handed over from the wait queue (the handover
-    /// then leaves the counter alone); one passed between tasks of one process comes
-    /// with its token.
+    /// then kept). So does a lock handed over from the wait queue or passed between
+    /// tasks of one process (the handover then leaves the counter alone).
     #[default]
     OnDemand,
-    /// Every grant computes the token, a handover from the wait queue included, so
+    /// Every grant computes the token, handovers and passes included, so
     /// asking for it never costs a round trip; the uncontended take then runs a
     /// script (about 3× the server work of `SET NX PX`). For holders that always
     /// write with a token.

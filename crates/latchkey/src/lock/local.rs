@@ -72,6 +72,8 @@ impl Local {
 pub(crate) struct LocalWaiter {
     pub(crate) owner: OwnerToken,
     pub(crate) ttl: Ttl,
+    /// It wants its fencing token with the lock ([`crate::Fencing::OnGrant`]).
+    pub(crate) fenced: bool,
     reply: oneshot::Sender<Turn>,
 }
 
@@ -88,10 +90,11 @@ pub(crate) const MAX_TIME_AHEAD: Duration = Duration::from_millis(10);
 /// What a local waiter is told.
 #[derive(Debug)]
 pub(crate) enum Turn {
-    /// The lock is yours, passed with this fencing token by a request sent at `sent`;
-    /// `others_queued`: it was passed ahead of other processes waiting in Redis.
+    /// The lock is yours, passed with this fencing token (`None`: fenced on demand) by
+    /// a request sent at `sent`; `others_queued`: it was passed ahead of other
+    /// processes waiting in Redis.
     Yours {
-        fence: u64,
+        fence: Option<u64>,
         sent: Instant,
         others_queued: bool,
     },
@@ -99,11 +102,11 @@ pub(crate) enum Turn {
     TryRedis,
 }
 
-/// A lock passed to a local waiter: its fencing token, when the pass was sent, and
-/// whether other processes wait in Redis.
+/// A lock passed to a local waiter: its fencing token (`None`: fenced on demand),
+/// when the pass was sent, and whether other processes wait in Redis.
 #[derive(Debug)]
 pub(crate) struct Passed {
-    pub(crate) fence: u64,
+    pub(crate) fence: Option<u64>,
     pub(crate) sent: Instant,
     pub(crate) others_queued: bool,
 }
@@ -136,7 +139,7 @@ impl LocalLocks {
         &self,
         key: &LockKey,
         owner: &OwnerToken,
-        ttl: Ttl,
+        (ttl, fenced): (Ttl, bool),
     ) -> Option<oneshot::Receiver<Turn>> {
         let mut entries = self.entries();
         let local = entries.get_mut(key.as_str()).filter(|l| l.represented())?;
@@ -144,6 +147,7 @@ impl LocalLocks {
         local.waiters.push_back(LocalWaiter {
             owner: owner.clone(),
             ttl,
+            fenced,
             reply,
         });
         Some(turn)
@@ -358,7 +362,7 @@ mod tests {
             while let Some(next) = self.locks.next_waiter(&self.key) {
                 let i = self.owners.iter().position(|o| *o == next.owner).unwrap();
                 let turn = Turn::Yours {
-                    fence: 1,
+                    fence: Some(1),
                     sent: Instant::now(),
                     others_queued: false,
                 };
@@ -397,7 +401,7 @@ mod tests {
                     let ttl = Ttl::DEFAULT;
                     match self
                         .locks
-                        .wait_behind_holder(&self.key, &self.owners[i], ttl)
+                        .wait_behind_holder(&self.key, &self.owners[i], (ttl, true))
                     {
                         Some(turn) => self.world.turns[i] = Some(turn),
                         None => self.through_redis(),

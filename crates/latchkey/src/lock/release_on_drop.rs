@@ -24,7 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use super::backoff::Backoff;
 use super::held::LeaseState;
-use super::local::{LocalLocks, Turn};
+use super::local::{LocalLocks, LocalWaiter, Turn};
 use super::watchdog::Stopper;
 use crate::error::Result;
 use crate::key::{Kind, LockKey};
@@ -270,10 +270,7 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
     async fn pass_locally(&mut self, local: &LocalLocks, ahead: bool) -> Result<bool> {
         while let Some(next) = local.next_waiter(&self.key) {
             let sent = Instant::now();
-            let passed = self
-                .store
-                .pass(&self.key, &self.owner, &next.owner, next.ttl, ahead)
-                .await;
+            let passed = self.pass(&next, ahead).await;
             let fence = match passed {
                 Ok(Some(fence)) => fence,
                 // Not ours any more, or others wait in Redis (and we may not pass
@@ -302,6 +299,18 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             self.owner = owner;
         }
         Ok(false)
+    }
+
+    /// Passes the lock to `next`, with its fencing token if it wants it with the lock:
+    /// `Some(fence)` once passed (`Some(None)`: fenced on demand), `None` if not
+    /// passed (not ours, or others wait in Redis).
+    async fn pass(&self, next: &LocalWaiter, ahead: bool) -> Result<Option<Option<u64>>> {
+        let (key, owner, to, ttl) = (&self.key, &self.owner, &next.owner, next.ttl);
+        if next.fenced {
+            return Ok(self.store.pass(key, owner, to, ttl, ahead).await?.map(Some));
+        }
+        let passed = self.store.pass_unfenced(key, owner, to, ttl, ahead).await?;
+        Ok(passed.then_some(None))
     }
 
     /// A hold with the same lock, owner and state, to move into a background task.
@@ -645,10 +654,10 @@ mod tests {
             OwnerToken::generate().unwrap(),
         );
         let first = local
-            .wait_behind_holder(&holder.key, &gone, Ttl::DEFAULT)
+            .wait_behind_holder(&holder.key, &gone, (Ttl::DEFAULT, true))
             .unwrap();
         let mut second = local
-            .wait_behind_holder(&holder.key, &stays, Ttl::DEFAULT)
+            .wait_behind_holder(&holder.key, &stays, (Ttl::DEFAULT, true))
             .unwrap();
         // The first waiter leaves while the pass to it is in flight: the lock is then
         // in Redis under its token, so the holder adopts that token and passes on.
@@ -661,7 +670,7 @@ mod tests {
         );
         assert!(matches!(
             second.try_recv(),
-            Ok(Turn::Yours { fence: 7, .. })
+            Ok(Turn::Yours { fence: Some(7), .. })
         ));
     }
 }

@@ -173,7 +173,7 @@ async fn wait_for_local_pass<S: Pass + WakeUps>(
     let to_redis = FromLocal::ToRedis {
         after_release: false,
     };
-    let Some(turn) = local.wait_behind_holder(key, owner, wait.ttl) else {
+    let Some(turn) = local.wait_behind_holder(key, owner, (wait.ttl, wait.fenced)) else {
         return Ok(to_redis);
     };
     let mut turn = LocalTurn::new(turn, store, key, owner, local, wait.ttl);
@@ -183,7 +183,7 @@ async fn wait_for_local_pass<S: Pass + WakeUps>(
         hold.others_queued = passed.others_queued;
         FromLocal::Passed(Box::new(Won {
             hold,
-            fence: Some(passed.fence),
+            fence: passed.fence,
             valid_until: wait.ttl.valid_until(passed.sent),
             top_up: false,
             replicas: None,

@@ -427,6 +427,31 @@ pub trait Pass: LockStore {
     fn hands_over(&self) -> bool {
         false
     }
+
+    /// [`pass`](Self::pass) for a next owner that asks for its fencing token only
+    /// when it needs one ([`LockStore::fence`](super::LockStore::fence)): a store
+    /// may then pass the lock without computing one. Returns whether it was passed.
+    /// The default passes with a token.
+    ///
+    /// ```no_run
+    /// # use latchkey::store::{Pass, RedisStore};
+    /// # async fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken, next: latchkey::OwnerToken) -> latchkey::Result<()> {
+    /// if store.pass_unfenced(&key, &me, &next, latchkey::Ttl::DEFAULT, false).await? {
+    ///     println!("passed on; the next owner computes its token if it needs one");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn pass_unfenced(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        next: &OwnerToken,
+        ttl: Ttl,
+        ahead_of_queue: bool,
+    ) -> impl Future<Output = Result<bool>> + Send {
+        let passed = self.pass(key, owner, next, ttl, ahead_of_queue);
+        async move { Ok(passed.await?.is_some()) }
+    }
 }
 
 /// Capability: wake a waiter when a release picks it, instead of letting it

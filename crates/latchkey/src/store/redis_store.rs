@@ -839,21 +839,52 @@ impl Pass for RedisStore {
         ttl: Ttl,
         ahead_of_queue: bool,
     ) -> Result<Option<u64>> {
+        let keys = [key.as_str(), key.queue(), key.fence()];
+        self.pass_with(&keys, key, (owner, next), ttl, ahead_of_queue)
+            .await
+    }
+
+    async fn pass_unfenced(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        next: &OwnerToken,
+        ttl: Ttl,
+        ahead_of_queue: bool,
+    ) -> Result<bool> {
+        // Without the counter's key the script reads neither the counter nor the clock.
+        let keys = [key.as_str(), key.queue()];
+        let passed = self.pass_with(&keys, key, (owner, next), ttl, ahead_of_queue);
+        Ok(passed.await?.is_some())
+    }
+
+    fn hands_over(&self) -> bool {
+        true
+    }
+}
+
+impl RedisStore {
+    /// A pass (`scripts/lock/pass.lua`) with these keys: the new fence, 1 from a
+    /// pass without one, or `None` when not passed.
+    async fn pass_with(
+        &self,
+        keys: &[&str],
+        key: &LockKey,
+        (owner, next): (&OwnerToken, &OwnerToken),
+        ttl: Ttl,
+        ahead_of_queue: bool,
+    ) -> Result<Option<u64>> {
         // A pass is not confirmed by replicas: the next owner takes the lock itself.
         if self.replication.is_some() {
             return Ok(None);
         }
-        let mut call = ScriptCall::new(&scripts::PASS, &[key.as_str(), key.fence(), key.queue()]);
+        let mut call = ScriptCall::new(&scripts::PASS, keys);
         call.arg(owner.as_str())
             .arg(next.as_str())
             .arg(ttl.as_millis())
             .arg(if ahead_of_queue { "1" } else { "0" });
         let fence: u64 = self.run(&call, key).await?;
         Ok(fence_from(fence))
-    }
-
-    fn hands_over(&self) -> bool {
-        true
     }
 }
 
