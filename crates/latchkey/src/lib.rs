@@ -135,15 +135,16 @@
 //!    Redis, in order of arrival. Listening comes first, so no wake-up can slip in
 //!    between. One subscriber connection per [`Client`] serves all its locks and
 //!    waiters.
-//! 3. A release hands the lock straight to the oldest live waiter, with a new
-//!    fencing token, for the lease that waiter asked for or what is left of its
-//!    waiter lease, whichever is shorter (the key then holds the waiter's token), and
-//!    publishes a message naming that one waiter and its fencing token.
+//! 3. A release hands the lock straight to the oldest live waiter (with a new
+//!    fencing token if it asked for one with the grant, [`Fencing::OnGrant`]), for
+//!    the lease that waiter asked for or what is left of its waiter lease, whichever
+//!    is shorter (the key then holds the waiter's token), and publishes a message
+//!    naming that one waiter and its fencing token, or the server clock in its place.
 //!    The waiter holds the lock as soon as it hears: no claim, no round trip. Its
 //!    guard extends the lease to the mutex's own if it keeps the lock for a third of
 //!    what it started with. Nobody else wakes up, and no newcomer can take the lock in
 //!    between. A message from a handover older than the waiter's last renewal (the
-//!    lock it handed was lost since) is recognised by its fencing token, and one from
+//!    lock it handed was lost since) is recognised by its token or clock, and one from
 //!    a server restored from older state by the waiter lease it saw; either only makes
 //!    the waiter try again, which grants it the lock afresh if it is still its.
 //! 4. A waiter also re-checks on a timer: the holder's remaining lease or a third of
@@ -209,7 +210,8 @@
 //!   process holds the lock, or waits for it in Redis, other tasks of the process that
 //!   want it wait in a local line instead of in Redis. The holder's release then
 //!   passes the lock straight to the next of them in one script, without freeing it:
-//!   new owner, new lease, new fencing token, one round trip. While other processes
+//!   new owner, new lease (and a new fencing token for a task that asked for it on
+//!   grant), one round trip. While other processes
 //!   wait in the Redis queue, the process goes on passing the lock among its tasks
 //!   for at most 10 ms (and 64 passes; never while a fair waiter heads the line),
 //!   then releases it to them: a handoff between
@@ -335,8 +337,9 @@
 //! asked for a token.
 //!
 //! **The assumption this rests on:** the Redis server's clock never steps back past
-//! the last token handed out (tokens are microseconds, so a step back by more than
-//! the time since the last grant). Run Redis hosts with NTP slewing, not stepping,
+//! the last token handed out or the last handover (tokens are microseconds, so a step
+//! back by more than the time since the last grant; a handover without a token tells
+//! its waiter the clock, to order it against the waiter's place in line). Run Redis hosts with NTP slewing, not stepping,
 //! and after a failover make sure the new primary's clock is not behind the old one's.
 //! Tokens are large (about 1.8·10¹⁵ today): compare them, don't count with them.
 //!

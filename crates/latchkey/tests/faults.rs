@@ -206,7 +206,8 @@ async fn a_waiter_rides_out_a_killed_connection() {
 /// waiter queued since; a local pass whose reply was lost finds it done.
 #[tokio::test]
 async fn retried_requests_find_what_their_lost_replies_did() {
-    let (_server, client) = common::start().await;
+    let (server, client) = common::start().await;
+    let mut raw = common::connect(&server.url()).await;
     let store = client.store();
     let key = client.mutex("retried").unwrap().key().clone();
     let token = || OwnerToken::generate().unwrap();
@@ -220,6 +221,8 @@ async fn retried_requests_find_what_their_lost_replies_did() {
     );
     let waiting = store.try_acquire(&key, &other, queued).await.unwrap();
     assert!(matches!(waiting, Attempt::Busy { .. }), "{waiting:?}");
+    // Most of the lease gone: the retry must grant it afresh, not just answer.
+    let _: () = raw.pexpire(key.as_str(), 5_000).await.unwrap();
     match store.try_acquire(&key, &me, fair_once).await.unwrap() {
         // Fenced on demand: the token comes when asked for, and only while ours.
         Attempt::Acquired { fence: None, .. } => {
@@ -227,6 +230,8 @@ async fn retried_requests_find_what_their_lost_replies_did() {
         }
         other => panic!("the retry did not find its own lock: {other:?}"),
     }
+    let pttl: i64 = raw.pttl(key.as_str()).await.unwrap();
+    assert!(pttl > 5_000, "the retry left the lease at {pttl} ms");
     // The queued waiter leaves, so a pass is allowed; then the pass is retried.
     assert!(!store.release(&key, &other, Some(queued.ttl)).await.unwrap());
     let passed = store

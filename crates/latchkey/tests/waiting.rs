@@ -298,13 +298,14 @@ async fn waiter_behind_holder(
     (holder, waiting)
 }
 
-/// Releases `holder` of `lock` and returns the fencing token its release granted the
-/// next waiter, read from the wake-up it published (`sha1(token):fence:lease_end`).
+/// Releases `holder` of `lock` and returns what its release told the next waiter in
+/// the wake-up it published (`sha1(token):fence:lease_end`): the fencing token it
+/// granted, or `c` and the server clock for a waiter fenced on demand.
 async fn release_and_read_handover(
     server: &RedisServer,
     lock: &str,
     holder: latchkey::MutexGuard,
-) -> u64 {
+) -> String {
     let mut wakeups = redis::Client::open(server.url())
         .unwrap()
         .get_async_pubsub()
@@ -320,7 +321,7 @@ async fn release_and_read_handover(
         .unwrap()
         .unwrap();
     let payload: String = message.get_payload().unwrap();
-    payload.split(':').nth(1).unwrap().parse().unwrap()
+    payload.split(':').nth(1).unwrap().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -338,7 +339,10 @@ async fn a_handed_lock_starts_without_a_claim_and_is_extended_to_its_lease() {
     .await;
     let mut conn = admin(&server);
     let first_fence = holder.fence().await.unwrap();
-    let published = release_and_read_handover(&server, "handed", holder).await;
+    let published: u64 = release_and_read_handover(&server, "handed", holder)
+        .await
+        .parse()
+        .unwrap();
     let guard = waiting.await.unwrap().unwrap();
     // The release granted the lock and published its fence; the waiter holds with
     // that fence, so it ran no claim (a claim would have drawn a newer one).
@@ -412,35 +416,71 @@ async fn a_lock_handed_to_a_waiter_lasts_no_longer_than_the_lease_it_asked_for()
 async fn a_handover_from_a_server_that_lost_the_waiters_renewal_is_claimed_again() {
     let (server, client) = common::start().await;
     let lease = Duration::from_secs(60);
-    let (holder, waiting) = waiter_behind_holder(
-        &server,
-        &client,
-        "amnesia",
-        (lease, secs(3)),
-        Fencing::OnGrant,
-    )
-    .await;
-    // The server "restarts from older state": the waiter's lease entry ends earlier
-    // than the one its last attempt wrote.
-    let mut conn = admin(&server);
-    let leases = "{amnesia}:lk:leases";
-    let (member, end): (String, f64) = {
-        let entries: Vec<(String, f64)> = conn.zrange_withscores(leases, 0, 0).unwrap();
-        entries.into_iter().next().unwrap()
-    };
-    let _: () = conn.zadd(leases, &member, end - 500.0).unwrap();
-    let handed = release_and_read_handover(&server, "amnesia", holder).await;
-    // The waiter does not trust that handover: its next try finds the lock under its
-    // token and grants it afresh, with a newer fence and its full lease.
-    let guard = waiting.await.unwrap().unwrap();
-    assert!(
-        guard.fence().await.unwrap() > handed,
-        "{} vs {handed}",
-        guard.fence().await.unwrap()
-    );
-    let pttl: i64 = conn.pttl("amnesia").unwrap();
-    assert!(pttl > 10_000, "pttl {pttl} ms");
-    assert!(guard.release().await.unwrap());
+    for fencing in [Fencing::OnGrant, Fencing::OnDemand] {
+        let name = format!("amnesia-{fencing:?}");
+        let (holder, waiting) =
+            waiter_behind_holder(&server, &client, &name, (lease, secs(3)), fencing).await;
+        // The server "restarts from older state": the waiter's lease entry ends
+        // earlier than the one its last attempt wrote.
+        let mut conn = admin(&server);
+        let leases = format!("{{{name}}}:lk:leases");
+        let (member, end) = first_waiter(&mut conn, &leases);
+        let _: () = conn.zadd(&leases, &member, end - 500.0).unwrap();
+        let handed = release_and_read_handover(&server, &name, holder).await;
+        // The waiter does not trust that handover: its next try finds the lock under
+        // its token and grants it afresh, with its full lease (a handover gave it at
+        // most its 3 s waiter lease) and, asked on grant, a newer fence.
+        let guard = waiting.await.unwrap().unwrap();
+        let pttl: i64 = conn.pttl(&name).unwrap();
+        assert!(pttl > 10_000, "{fencing:?}: pttl {pttl} ms");
+        if fencing == Fencing::OnGrant {
+            let handed: u64 = handed.parse().unwrap();
+            assert!(guard.known_fence().unwrap() > handed);
+        }
+        assert!(guard.release().await.unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wake_up_from_before_the_waiters_place_in_line_is_not_a_handover() {
+    let (server, client) = common::start().await;
+    for fencing in [Fencing::OnGrant, Fencing::OnDemand] {
+        let name = format!("stale-{fencing:?}");
+        let leases = (secs(60), secs(30));
+        let (holder, waiting) =
+            waiter_behind_holder(&server, &client, &name, leases, fencing).await;
+        // A handover older than the waiter's place in line (a token, or for a waiter
+        // fenced on demand a server clock, below its floor), addressed to it by the
+        // SHA-1 of the token its queue entry names, with its current waiter lease.
+        let mut conn = admin(&server);
+        let (member, end) = first_waiter(&mut conn, &format!("{{{name}}}:lk:leases"));
+        let token = member.split_once('/').unwrap().1;
+        let id: String = redis::cmd("EVAL")
+            .arg("return redis.sha1hex(ARGV[1])")
+            .arg(0)
+            .arg(token)
+            .query(&mut conn)
+            .unwrap();
+        let stale = match fencing {
+            Fencing::OnGrant => "1",
+            _ => "c1",
+        };
+        let message = format!("{id}:{stale}:{end}");
+        let _: () = conn
+            .publish(format!("{{{name}}}:lk:wake"), message)
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "{fencing:?}: took a stale handover");
+        assert!(holder.release().await.unwrap());
+        let guard = waiting.await.unwrap().unwrap();
+        assert!(guard.release().await.unwrap());
+    }
+}
+
+/// The oldest entry of a lock's waiter leases: its member and when its lease ends.
+fn first_waiter(conn: &mut redis::Connection, leases: &str) -> (String, f64) {
+    let entries: Vec<(String, f64)> = conn.zrange_withscores(leases, 0, 0).unwrap();
+    entries.into_iter().next().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

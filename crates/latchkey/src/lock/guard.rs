@@ -115,8 +115,8 @@ impl<S: Pass + WakeUps> MutexGuard<S> {
     /// its lease then cannot overwrite the next holder's work. See
     /// [Fencing](crate#fencing).
     ///
-    /// The token comes with the grant when the lock was handed over from the wait
-    /// queue or the mutex asked for it ([`Fencing::OnGrant`](crate::Fencing)); else
+    /// The token comes with the grant when the mutex asked for it
+    /// ([`Fencing::OnGrant`](crate::Fencing)), handovers and passes included; else
     /// the first call computes it in one round trip, checking in the same script that
     /// the lock is still ours, and later calls (and re-entered guards) reuse it.
     ///

@@ -554,7 +554,8 @@ struct Queued {
     /// When it was sent: the waiter lease it set, and so a lock a release hands us
     /// after it, lasts at least the waiter lease from then.
     sent: Instant,
-    /// Every fencing token granted after it is larger.
+    /// Every fencing token granted after it is larger, and so is the server clock
+    /// at every later handover (what a handover without a token tells instead).
     fence_floor: u64,
     /// When the waiter lease it set ends (server ms).
     waiter_lease_end: u64,
@@ -582,9 +583,8 @@ fn handed(watch: &Watch, queued: Option<&Queued>, wait: &Wait) -> Option<Handove
     if handed.fence <= queued.fence_floor || handed.waiter_lease_end < queued.waiter_lease_end {
         return None;
     }
-    // A waiter fenced on demand was told the handover's clock, not a token (a release
-    // by an older latchkey sends one anyway: computed afresh when asked for).
-    let fence = wait.fenced.then_some(handed.fence);
+    // A waiter fenced on demand was told the handover's clock, not a token.
+    let fence = handed.token();
     // The release granted the lease we asked for or what was left of the waiter lease
     // our last queued attempt (re)started, whichever was shorter: both count from
     // when that attempt was sent.

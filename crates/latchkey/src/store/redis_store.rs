@@ -682,7 +682,6 @@ const NOT_RUN_PAUSES: [Duration; 4] = [
     Duration::from_millis(100),
 ];
 
-/// Whether a cluster refused a command without running it.
 /// How a request waits in the lock's line (`scripts/lock/queue.lua`): fair or plain,
 /// handed the lock with its fencing token (lower case) or without (upper case: the
 /// holder asks for it on demand, and a handover skips the counter).
@@ -695,6 +694,7 @@ fn queue_mode(request: AcquireRequest) -> &'static str {
     }
 }
 
+/// Whether a cluster refused a command without running it.
 fn not_run(error: &redis::RedisError) -> bool {
     matches!(
         error.kind(),

@@ -195,7 +195,7 @@ impl Watch {
     /// # async fn demo(watch: latchkey::store::Watch) {
     /// watch.notified().await;
     /// if let Some(handed) = watch.take_handed() {
-    ///     println!("the lock is ours, fence {}", handed.fence);
+    ///     println!("the lock is ours, fencing token {:?}", handed.token());
     /// }
     /// # }
     /// ```
@@ -253,17 +253,21 @@ impl Notifier {
 ///
 /// ```
 /// let handed = latchkey::store::Handed::new(12, 1_700_000_000_000);
-/// println!("fence {}, waiter lease ended at {} ms", handed.fence, handed.waiter_lease_end);
+/// println!("token {:?}, waiter lease ended at {} ms", handed.token(), handed.waiter_lease_end);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Handed {
-    /// The fencing token the release granted; to a waiter whose request was not
-    /// [`fenced`](super::AcquireRequest::fenced), the server clock at the handover
-    /// (µs) instead: no token was computed (the holder asks for it on demand), and
-    /// the clock orders handovers against the waiter's
-    /// [`fence_floor`](super::Attempt::Busy) just as a token would.
+    /// What orders this handover against the waiter's
+    /// [`fence_floor`](super::Attempt::Busy): the fencing token the release granted,
+    /// or, for a lock handed over without one (see [`fenced`](Self::fenced)), the
+    /// server clock at the handover (µs), which does so just as a token would.
     pub fence: u64,
+    /// Whether [`fence`](Self::fence) is a fencing token. False when the waiter
+    /// asked for its token on demand (its request was not
+    /// [`fenced`](super::AcquireRequest::fenced)): the holder computes it when it
+    /// needs one ([`LockStore::fence`](super::LockStore::fence)).
+    pub fenced: bool,
     /// When the waiter's lease ended as the release saw it (server ms): the handed
     /// lock lasts no longer. Older than the end the waiter's own last queued attempt
     /// set means the server lost that attempt (it restarted from older state), and
@@ -276,13 +280,38 @@ impl Handed {
     /// lease end at `waiter_lease_end` (server ms).
     ///
     /// ```
-    /// assert_eq!(latchkey::store::Handed::new(3, 9).fence, 3);
+    /// assert_eq!(latchkey::store::Handed::new(3, 9).token(), Some(3));
     /// ```
     pub fn new(fence: u64, waiter_lease_end: u64) -> Self {
         Handed {
             fence,
+            fenced: true,
             waiter_lease_end,
         }
+    }
+
+    /// A handover without a fencing token, at server clock `clock_us` (µs), from a
+    /// release that saw the waiter's lease end at `waiter_lease_end` (server ms).
+    ///
+    /// ```
+    /// let handed = latchkey::store::Handed::unfenced(1_700_000_000_000_000, 9);
+    /// assert_eq!(handed.token(), None);
+    /// ```
+    pub fn unfenced(clock_us: u64, waiter_lease_end: u64) -> Self {
+        Handed {
+            fence: clock_us,
+            fenced: false,
+            waiter_lease_end,
+        }
+    }
+
+    /// The fencing token the release granted, if it granted one.
+    ///
+    /// ```
+    /// assert_eq!(latchkey::store::Handed::new(12, 9).token(), Some(12));
+    /// ```
+    pub fn token(&self) -> Option<u64> {
+        self.fenced.then_some(self.fence)
     }
 }
 

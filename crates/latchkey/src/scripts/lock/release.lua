@@ -5,8 +5,8 @@
 -- KEYS[4]  the waiters' leases.
 -- KEYS[5]  the pub/sub channel on which a waiter hears "you're next": the message is
 --          the SHA-1 of its token (so the token itself never crosses the channel),
---          the fencing token it was granted (to a waiter fenced on demand: the
---          server clock in µs, which orders handovers the same way) and when its
+--          the fencing token it was granted (to a waiter fenced on demand, 'c' and
+--          the server clock in µs, which orders handovers the same way) and when its
 --          waiter lease ends (server ms, as this release saw it), joined by ':'.
 -- ARGV     token, leaving: '' or, when the caller may be queued, the lock lease it
 --          asked for (ms): it leaves the queue first; publish: 'sharded' on a
@@ -55,15 +55,15 @@ if not waiter then
   redis.call('DEL', lock)
   return 1
 end
--- The lock passes straight to the oldest live waiter, plain or fair, with a fencing
--- token, for the lease it asked for or what is left of its waiter lease, whichever
+-- The lock passes straight to the oldest live waiter, plain or fair (with a fencing
+-- token if it wants one with the lock), for the lease it asked for or what is left of its waiter lease, whichever
 -- is shorter (so a waiter that died costs no more than either): it starts as soon
 -- as it hears, and extends the lease to its own if it keeps the lock long enough.
 -- Freeing the lock instead would let a newcomer (often the releaser, back for more)
 -- take it first every time, and the waiter would starve.
 local waiter_ttl, waiter_token = member_lease_and_token(waiter)
 local ttl = math.min(lease_left, waiter_ttl or lease_left)
--- A waiter fenced on demand is told the clock instead of a token. The counter is
+-- A waiter fenced on demand is told the clock ('c' first) instead. The counter is
 -- read only for one that wants its token, after the writes above (this caller
 -- leaving, dead waiters dropped): each stands on its own, so a counter that is not
 -- a number fails the release with the line kept in order.
@@ -73,6 +73,7 @@ local fence = grant(lock, counter, waiter_token, ttl, last, us)
 leave_queue(queue, leases, waiter)
 -- pcall: the release has happened; an ACL user without rights on the channel must
 -- not turn it into an error (the waiter's timer then finds the lock instead).
-local told = string.format('%s:%d:%d', redis.sha1hex(waiter_token), counter and fence or us, lease_end)
+local handed = counter and string.format('%d', fence) or string.format('c%d', us)
+local told = string.format('%s:%s:%d', redis.sha1hex(waiter_token), handed, lease_end)
 redis.pcall(sharded and 'SPUBLISH' or 'PUBLISH', channel, told)
 return 1

@@ -262,18 +262,13 @@ impl Shared {
     }
 
     /// Wakes the waiter a release named in `message`: `id:fence:waiter_lease_end`
+    /// (or `id:c<clock µs>:waiter_lease_end`, handed over without a fencing token)
     /// from a release that granted it the lock; anything else only wakes it to
     /// re-check. `*` wakes every waiter of the channel.
     fn wake(&self, channel: &str, message: &str) {
         let mut parts = message.split(':');
         let waiter = parts.next().unwrap_or_default();
-        let mut number = || parts.next().and_then(|n| n.parse::<u64>().ok());
-        let handed = match (number(), number()) {
-            (Some(fence), Some(waiter_lease_end)) if fence > 0 => {
-                Some(Handed::new(fence, waiter_lease_end))
-            }
-            _ => None,
-        };
+        let handed = handed_in(parts.next(), parts.next());
         let channels = self.lock_channels();
         let Some(entry) = channels.get(channel) else {
             return;
@@ -293,6 +288,20 @@ impl Shared {
             channel.waiters.values().for_each(|w| w.wake(None));
         }
     }
+}
+
+/// What a wake-up says was handed over, from its `fence` and `waiter_lease_end`
+/// parts: a fencing token, or `c` and the server clock (µs) for a lock handed over
+/// without one. `None` (a bare wake-up) for anything else.
+fn handed_in(fence: Option<&str>, waiter_lease_end: Option<&str>) -> Option<Handed> {
+    let waiter_lease_end = waiter_lease_end?.parse().ok()?;
+    let fence = fence?;
+    let (number, handed): (_, fn(u64, u64) -> Handed) = match fence.strip_prefix('c') {
+        Some(clock) => (clock, Handed::unfenced),
+        None => (fence, Handed::new),
+    };
+    let number = number.parse::<u64>().ok().filter(|n| *n > 0)?;
+    Some(handed(number, waiter_lease_end))
 }
 
 /// Connects with `attempt` until it succeeds or the store is gone, pausing between
@@ -367,4 +376,22 @@ async fn within<T>(
     tokio::time::timeout(limit, step).await.unwrap_or_else(|_| {
         Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no reply in time").into())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wake_up_says_a_token_a_clock_or_nothing_was_handed_over() {
+        assert_eq!(handed_in(Some("12"), Some("9")), Some(Handed::new(12, 9)));
+        assert_eq!(
+            handed_in(Some("c1700"), Some("9")),
+            Some(Handed::unfenced(1700, 9))
+        );
+        for (fence, end) in [("0", "9"), ("c0", "9"), ("x", "9"), ("c", "9"), ("12", "")] {
+            assert_eq!(handed_in(Some(fence), Some(end)), None, "{fence}:{end}");
+        }
+        assert_eq!(handed_in(None, None), None);
+    }
 }
