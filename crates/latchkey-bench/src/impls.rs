@@ -47,8 +47,8 @@ pub enum Impl {
     #[serde(rename = "latchkey-fair")]
     LatchkeyFair,
     /// This library (plain mode) computing the fencing token with every grant
-    /// (`Fencing::OnGrant`). Only in the cost scenario: under contention it behaves
-    /// as `latchkey`, whose handovers fence anyway.
+    /// (`Fencing::OnGrant`). Only in the cost scenario (its passes and handovers
+    /// under contention also compute one: three more commands a pass, two a handover).
     #[serde(rename = "latchkey-fenced")]
     LatchkeyFenced,
     /// The bare commands: `SET key token NX PX`, retried every 10 ms when busy, and

@@ -254,10 +254,10 @@ async fn retried_requests_find_what_their_lost_replies_did() {
     let last = token();
     for _ in 0..2 {
         let passed = store.pass_unfenced(&key, &next, &last, Ttl::DEFAULT, false);
-        assert!(passed.await.unwrap());
+        assert_eq!(passed.await.unwrap(), Some(None));
     }
     let stale = store.pass_unfenced(&key, &me, &next, Ttl::DEFAULT, false);
-    assert!(!stale.await.unwrap());
+    assert_eq!(stale.await.unwrap(), None);
     assert_eq!(
         store.owner(&key).await.unwrap().as_deref(),
         Some(last.as_str())

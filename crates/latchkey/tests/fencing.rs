@@ -272,15 +272,17 @@ async fn a_lock_passed_between_tasks_is_fenced_on_demand_unless_asked_on_grant()
             tokio::spawn(async move { mutex.lock().await })
         };
         // The waiter queues behind the holder in this process, not in Redis.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
         let counter = format!("{{{name}}}:lk:fence");
         let stored: Option<String> = raw.get(&counter).await.unwrap();
         reset_stats(&mut raw).await;
         assert!(holder.release().await.unwrap());
         let passed = waiter.await.unwrap().unwrap();
         let calls = command_calls(&mut raw).await;
-        // Passed in this process: no handover through Redis's queue.
+        // Passed in this process, in one script: no handover through Redis's queue,
+        // and no release and take again (a release deletes the key).
         assert_eq!(calls.get("publish"), None, "{calls:?}");
+        assert_eq!(calls.get("del"), None, "{calls:?}");
         match fencing {
             Fencing::OnDemand => {
                 assert_eq!(passed.known_fence(), None, "no token until asked for");
@@ -289,6 +291,7 @@ async fn a_lock_passed_between_tasks_is_fenced_on_demand_unless_asked_on_grant()
                     stored
                 );
                 assert_eq!(calls.get("time"), None, "{calls:?}");
+                assert_eq!(calls.get("set"), Some(&1), "the lock's only: {calls:?}");
             }
             Fencing::OnGrant => {
                 let granted = passed.known_fence().expect("passed with its token");

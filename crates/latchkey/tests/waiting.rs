@@ -415,11 +415,13 @@ async fn a_lock_handed_to_a_waiter_lasts_no_longer_than_the_lease_it_asked_for()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handover_from_a_server_that_lost_the_waiters_renewal_is_claimed_again() {
     let (server, client) = common::start().await;
-    let lease = Duration::from_secs(60);
+    // A waiter lease long enough that the waiter does not renew it (every third of it)
+    // while the test runs, and far shorter than its lock lease.
+    let leases = (secs(60), secs(15));
     for fencing in [Fencing::OnGrant, Fencing::OnDemand] {
         let name = format!("amnesia-{fencing:?}");
         let (holder, waiting) =
-            waiter_behind_holder(&server, &client, &name, (lease, secs(3)), fencing).await;
+            waiter_behind_holder(&server, &client, &name, leases, fencing).await;
         // The server "restarts from older state": the waiter's lease entry ends
         // earlier than the one its last attempt wrote.
         let mut conn = admin(&server);
@@ -429,10 +431,10 @@ async fn a_handover_from_a_server_that_lost_the_waiters_renewal_is_claimed_again
         let handed = release_and_read_handover(&server, &name, holder).await;
         // The waiter does not trust that handover: its next try finds the lock under
         // its token and grants it afresh, with its full lease (a handover gave it at
-        // most its 3 s waiter lease) and, asked on grant, a newer fence.
+        // most its 15 s waiter lease) and, asked on grant, a newer fence.
         let guard = waiting.await.unwrap().unwrap();
         let pttl: i64 = conn.pttl(&name).unwrap();
-        assert!(pttl > 10_000, "{fencing:?}: pttl {pttl} ms");
+        assert!(pttl > 30_000, "{fencing:?}: pttl {pttl} ms");
         if fencing == Fencing::OnGrant {
             let handed: u64 = handed.parse().unwrap();
             assert!(guard.known_fence().unwrap() > handed);
@@ -447,12 +449,16 @@ async fn a_wake_up_from_before_the_waiters_place_in_line_is_not_a_handover() {
     for fencing in [Fencing::OnGrant, Fencing::OnDemand] {
         let name = format!("stale-{fencing:?}");
         let leases = (secs(60), secs(30));
+        let mut conn = admin(&server);
+        // The server clock (µs) before the waiter joins: a handover then is older.
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
+        let before = secs * 1_000_000 + micros;
         let (holder, waiting) =
             waiter_behind_holder(&server, &client, &name, leases, fencing).await;
-        // A handover older than the waiter's place in line (a token, or for a waiter
-        // fenced on demand a server clock, below its floor), addressed to it by the
-        // SHA-1 of the token its queue entry names, with its current waiter lease.
-        let mut conn = admin(&server);
+        // A handover from before the waiter's place in line (a token, or for a waiter
+        // fenced on demand a server clock, at that time), addressed to it by the SHA-1
+        // of the token its queue entry names, with a waiter lease ending later than
+        // its own: only its floor can tell the handover is stale.
         let (member, end) = first_waiter(&mut conn, &format!("{{{name}}}:lk:leases"));
         let token = member.split_once('/').unwrap().1;
         let id: String = redis::cmd("EVAL")
@@ -462,10 +468,10 @@ async fn a_wake_up_from_before_the_waiters_place_in_line_is_not_a_handover() {
             .query(&mut conn)
             .unwrap();
         let stale = match fencing {
-            Fencing::OnGrant => "1",
-            _ => "c1",
+            Fencing::OnGrant => format!("{before}"),
+            _ => format!("c{before}"),
         };
-        let message = format!("{id}:{stale}:{end}");
+        let message = format!("{id}:{stale}:{}", end + 1e9);
         let _: () = conn
             .publish(format!("{{{name}}}:lk:wake"), message)
             .unwrap();

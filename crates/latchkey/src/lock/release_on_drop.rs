@@ -309,8 +309,7 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
         if next.fenced {
             return Ok(self.store.pass(key, owner, to, ttl, ahead).await?.map(Some));
         }
-        let passed = self.store.pass_unfenced(key, owner, to, ttl, ahead).await?;
-        Ok(passed.then_some(None))
+        self.store.pass_unfenced(key, owner, to, ttl, ahead).await
     }
 
     /// A hold with the same lock, owner and state, to move into a background task.
@@ -644,33 +643,39 @@ mod tests {
 
     #[tokio::test]
     async fn a_held_lock_goes_to_the_next_local_waiter_and_a_gone_one_is_released_in_its_name() {
-        let store = Recording::default();
-        let local = LocalLocks::default();
-        let mut holder = hold(&store, HoldState::Held);
-        holder.local = Some(local.clone());
-        local.mark_held(&holder.key);
-        let (gone, stays) = (
-            OwnerToken::generate().unwrap(),
-            OwnerToken::generate().unwrap(),
-        );
-        let first = local
-            .wait_behind_holder(&holder.key, &gone, (Ttl::DEFAULT, true))
-            .unwrap();
-        let mut second = local
-            .wait_behind_holder(&holder.key, &stays, (Ttl::DEFAULT, true))
-            .unwrap();
-        // The first waiter leaves while the pass to it is in flight: the lock is then
-        // in Redis under its token, so the holder adopts that token and passes on.
-        *store.leaves_during_pass.lock().unwrap() = Some(first);
-        assert!(holder.release().await.unwrap());
-        assert_eq!(holder.owner, gone);
-        assert_eq!(
-            store.calls(),
-            [Call::Pass { to: gone }, Call::Pass { to: stays }]
-        );
-        assert!(matches!(
-            second.try_recv(),
-            Ok(Turn::Yours { fence: Some(7), .. })
-        ));
+        // A waiter that asks for its token on grant, and one that asks on demand: a
+        // store that passes only with a token (this one, through the default
+        // `pass_unfenced`) hands both the token it computed.
+        for fenced in [true, false] {
+            let store = Recording::default();
+            let local = LocalLocks::default();
+            let mut holder = hold(&store, HoldState::Held);
+            holder.local = Some(local.clone());
+            local.mark_held(&holder.key);
+            let (gone, stays) = (
+                OwnerToken::generate().unwrap(),
+                OwnerToken::generate().unwrap(),
+            );
+            let first = local
+                .wait_behind_holder(&holder.key, &gone, (Ttl::DEFAULT, fenced))
+                .unwrap();
+            let mut second = local
+                .wait_behind_holder(&holder.key, &stays, (Ttl::DEFAULT, fenced))
+                .unwrap();
+            // The first waiter leaves while the pass to it is in flight: the lock is
+            // then in Redis under its token, so the holder adopts that token and
+            // passes on.
+            *store.leaves_during_pass.lock().unwrap() = Some(first);
+            assert!(holder.release().await.unwrap());
+            assert_eq!(holder.owner, gone);
+            assert_eq!(
+                store.calls(),
+                [Call::Pass { to: gone }, Call::Pass { to: stays }]
+            );
+            assert!(
+                matches!(second.try_recv(), Ok(Turn::Yours { fence: Some(7), .. })),
+                "fenced: {fenced}"
+            );
+        }
     }
 }

@@ -430,14 +430,18 @@ pub trait Pass: LockStore {
 
     /// [`pass`](Self::pass) for a next owner that asks for its fencing token only
     /// when it needs one ([`LockStore::fence`](super::LockStore::fence)): a store
-    /// may then pass the lock without computing one. Returns whether it was passed.
-    /// The default passes with a token.
+    /// may then pass the lock without computing one. `None` when not passed;
+    /// `Some(token)` when passed, with the token if the store computed one. The
+    /// default passes with a token (and says so), for stores that hand tokens out
+    /// only with their grants.
     ///
     /// ```no_run
     /// # use latchkey::store::{Pass, RedisStore};
     /// # async fn demo(store: RedisStore, key: latchkey::LockKey, me: latchkey::OwnerToken, next: latchkey::OwnerToken) -> latchkey::Result<()> {
-    /// if store.pass_unfenced(&key, &me, &next, latchkey::Ttl::DEFAULT, false).await? {
-    ///     println!("passed on; the next owner computes its token if it needs one");
+    /// match store.pass_unfenced(&key, &me, &next, latchkey::Ttl::DEFAULT, false).await? {
+    ///     Some(None) => println!("passed on; the next owner computes its token if it needs one"),
+    ///     Some(Some(fence)) => println!("passed on, fence {fence}"),
+    ///     None => println!("not passed: others wait, or it was not ours"),
     /// }
     /// # Ok(()) }
     /// ```
@@ -448,9 +452,9 @@ pub trait Pass: LockStore {
         next: &OwnerToken,
         ttl: Ttl,
         ahead_of_queue: bool,
-    ) -> impl Future<Output = Result<bool>> + Send {
+    ) -> impl Future<Output = Result<Option<Option<u64>>>> + Send {
         let passed = self.pass(key, owner, next, ttl, ahead_of_queue);
-        async move { Ok(passed.await?.is_some()) }
+        async move { Ok(passed.await?.map(Some)) }
     }
 }
 

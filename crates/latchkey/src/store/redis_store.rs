@@ -851,11 +851,11 @@ impl Pass for RedisStore {
         next: &OwnerToken,
         ttl: Ttl,
         ahead_of_queue: bool,
-    ) -> Result<bool> {
+    ) -> Result<Option<Option<u64>>> {
         // Without the counter's key the script reads neither the counter nor the clock.
         let keys = [key.as_str(), key.queue()];
         let passed = self.pass_with(&keys, key, (owner, next), ttl, ahead_of_queue);
-        Ok(passed.await?.is_some())
+        Ok(passed.await?.map(|_| None))
     }
 
     fn hands_over(&self) -> bool {
