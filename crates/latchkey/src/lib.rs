@@ -325,7 +325,8 @@
 //! by then gets [`Error::LeaseLost`] instead of a token. A lock handed over from the
 //! wait queue, or passed between the tasks of a process, is fenced on demand the
 //! same way, and [`Fencing::OnGrant`] computes it with every grant, handovers and
-//! passes included, for holders that always write with one ([`MutexGuard::known_fence`] then never needs a round trip).
+//! passes included, for holders that always write with one
+//! ([`MutexGuard::known_fence`] then never needs a round trip).
 //!
 //! A token is `max(previous token + 1, server time in µs)`, read from Redis's `TIME`
 //! inside the script that computes it. So tokens keep growing across every kind of restart
@@ -339,8 +340,9 @@
 //! **The assumption this rests on:** the Redis server's clock never steps back past
 //! the last token handed out or the last handover (tokens are microseconds, so a step
 //! back by more than the time since the last grant; a handover without a token tells
-//! its waiter the clock, to order it against the waiter's place in line). Run Redis hosts with NTP slewing, not stepping,
-//! and after a failover make sure the new primary's clock is not behind the old one's.
+//! its waiter the clock, to order it against the waiter's place in line). Run Redis
+//! hosts with NTP slewing, not stepping, and after a failover make sure the new
+//! primary's clock is not behind the old one's.
 //! Tokens are large (about 1.8·10¹⁵ today): compare them, don't count with them.
 //!
 //! Locks taken by other libraries (see [Interop](#interop)) get no fencing token.

@@ -4,8 +4,8 @@
 //! tasks of the process that want it queue here instead of in Redis. The holder's release then passes the lock
 //! straight to the next of them in one script (new owner, new lease, and a new fencing
 //! token for a task that asked for it on grant), without freeing it: one round trip
-//! and four Redis commands per acquisition instead of a release and a wake-up to another process. While other processes
-//! wait in the Redis queue, a process passes ahead of them for at most
+//! and four Redis commands per acquisition instead of a release and a wake-up to
+//! another process. While other processes wait in the Redis queue, a process passes ahead of them for at most
 //! [`MAX_TIME_AHEAD`] ([`MAX_PASSES_AHEAD`] passes), then releases to them. Local waiters also
 //! re-check on a timer, so a lost turn costs at most that. The user-facing account is the crate docs'
 //! `# Plain or fair` section.

@@ -8,9 +8,9 @@
 -- with the lease it fenced, the queue and the leases at most twice the longest
 -- waiter lease in them after their last use (expiry.lua), so per-entity locks leave
 -- nothing behind once no longer used.
--- ARGV     token, ttl_ms, mode (queue.lua: 'f', 'p', 'F' or 'P'), wait_ms: 0 = a fair first try that
---          does not queue; > 0 = join or stay in the queue with a waiter lease of
---          wait_ms.
+-- ARGV     token, ttl_ms, mode (queue.lua: 'f', 'p', 'F' or 'P'), wait_ms: 0 = a
+--          fair first try that does not queue; > 0 = join or stay in the queue with
+--          a waiter lease of wait_ms.
 --
 -- Returns {1, fence, false, waiting, 0} when the lock is ours (waiting: others
 -- still in the queue) and {0, pttl, holder, floor, lease_end} when not (see

@@ -58,8 +58,9 @@ end
 
 -- The replies to a try: the lock is ours with this fence (0: none yet, fenced on
 -- demand; `waiting` others are queued, so a task of our process gets it only by a
--- bounded pass ahead), or it is not: {0, pttl, holder, floor, lease_end}, pttl -1 when held without expiry, -2
--- when free but owed to a fair waiter (and then no holder). The holder lets the
+-- bounded pass ahead), or it is not: {0, pttl, holder, floor, lease_end}, pttl -1
+-- when held without expiry, -2 when free but owed to a fair waiter (and then no
+-- holder). The holder lets the
 -- caller say who holds it, and tell another library's holder, whose release wakes
 -- nobody. From a try that queued (else 0): `floor` is below every fencing token
 -- granted after this try, and below the server clock (µs) at every later handover

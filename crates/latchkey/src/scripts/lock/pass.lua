@@ -1,7 +1,7 @@
 -- Hand a held lock straight to another owner in the same process, with a fresh lease
--- (and fencing token, for an owner that wants it with the lock): the local handoff that keeps a busy lock inside one process
--- without a round of release, wake-up and claim. Needs clock.lua, grant.lua and
--- queue.lua.
+-- (and fencing token, for an owner that wants it with the lock): the local handoff
+-- that keeps a busy lock inside one process without a round of release, wake-up and
+-- claim. Needs clock.lua, grant.lua and queue.lua.
 --
 -- KEYS[1]  the lock key.   KEYS[2]  the wait queue.
 -- KEYS[3]  its fencing counter, for a pass with a token; absent for one without (the

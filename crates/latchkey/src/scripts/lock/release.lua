@@ -56,9 +56,9 @@ if not waiter then
   return 1
 end
 -- The lock passes straight to the oldest live waiter, plain or fair (with a fencing
--- token if it wants one with the lock), for the lease it asked for or what is left of its waiter lease, whichever
--- is shorter (so a waiter that died costs no more than either): it starts as soon
--- as it hears, and extends the lease to its own if it keeps the lock long enough.
+-- token if it wants one with the lock), for the lease it asked for or what is left
+-- of its waiter lease, whichever is shorter (so a waiter that died costs no more
+-- than either): it starts as soon as it hears, and extends the lease to its own if it keeps the lock long enough.
 -- Freeing the lock instead would let a newcomer (often the releaser, back for more)
 -- take it first every time, and the waiter would starve.
 local waiter_ttl, waiter_token = member_lease_and_token(waiter)
