@@ -291,30 +291,27 @@ impl LockKey {
     /// The key `key` of the `kind` named `name`, its companions named after
     /// `tagged` (the key with a hash tag); each given as the pieces it is made of,
     /// so that no piece is put together apart before going into the one string.
+    /// Plain loops over the pieces: nested iterator adapters here cost a mutex made
+    /// per call 5 % of an uncontended cycle's client instructions (callgrind).
     fn with_companions(kind: Kind, name: &[&str], key: &[&str], tagged: &[&str]) -> Self {
-        // In the order of `Name`, each the concatenation of its pieces.
-        let parts: [[&[&str]; 3]; NAMES] = [
-            [name, &[], &[]],
-            [key, &[], &[]],
-            [tagged, &[":lk:"], &["fence"]],
-            [tagged, &[":lk:"], &["queue"]],
-            [tagged, &[":lk:"], &["leases"]],
-            [tagged, &[":lk:"], &["wake"]],
-        ];
-        let length: usize = parts
-            .iter()
-            .flatten()
-            .copied()
-            .flatten()
-            .map(|p| p.len())
-            .sum();
-        let mut text = String::with_capacity(length);
+        // The companions, in the order of `Name`.
+        const COMPANIONS: [&str; NAMES - 2] = [":lk:fence", ":lk:queue", ":lk:leases", ":lk:wake"];
+        let length = |pieces: &[&str]| pieces.iter().map(|piece| piece.len()).sum::<usize>();
+        let tag_length = length(tagged);
+        let companions_length: usize = COMPANIONS.iter().map(|c| tag_length + c.len()).sum();
+        let mut text = String::with_capacity(length(name) + length(key) + companions_length);
         let mut ends = [0; NAMES];
-        for (end, part) in ends.iter_mut().zip(&parts) {
-            part.iter()
-                .copied()
-                .flatten()
-                .for_each(|piece| text.push_str(piece));
+        for (end, pieces) in ends.iter_mut().zip([name, key]) {
+            for piece in pieces {
+                text.push_str(piece);
+            }
+            *end = text.len();
+        }
+        for (end, companion) in ends[2..].iter_mut().zip(COMPANIONS) {
+            for piece in tagged {
+                text.push_str(piece);
+            }
+            text.push_str(companion);
             *end = text.len();
         }
         LockKey(Arc::new(Names {

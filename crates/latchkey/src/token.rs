@@ -122,14 +122,18 @@ pub(crate) fn mask_owner(owner: &str) -> String {
     format!("{shown}…")
 }
 
-/// `bytes` in lowercase hex, then `suffix`, in one allocation.
+/// `bytes` in lowercase hex, then `suffix`, in one allocation. Written as bytes:
+/// `String::push` encodes each `char` as UTF-8, and the token was 1 % of an
+/// uncontended cycle's client instructions (callgrind).
 fn hex(bytes: &[u8], suffix: &str) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(bytes.len() * 2 + suffix.len());
-    for byte in bytes {
-        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        text.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    let mut text = vec![0; bytes.len() * 2 + suffix.len()];
+    let (digits, tail) = text.split_at_mut(bytes.len() * 2);
+    for (pair, byte) in digits.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0xf)];
     }
-    text.push_str(suffix);
-    text
+    tail.copy_from_slice(suffix.as_bytes());
+    // Hex digits and a `str`: always UTF-8.
+    String::from_utf8(text).unwrap_or_default()
 }
