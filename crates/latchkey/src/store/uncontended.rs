@@ -69,7 +69,7 @@ impl RedisStore {
         owner: &OwnerToken,
         request: AcquireRequest,
     ) -> Result<(Taken, Option<u32>)> {
-        if self.bare_take.refused.load(Ordering::Relaxed) {
+        if self.0.bare_take.refused.load(Ordering::Relaxed) {
             return Ok((Taken::AskTheScript, None));
         }
         // Sized up front: grown arg by arg, its two buffers were reallocated as they
@@ -86,7 +86,7 @@ impl RedisStore {
             .arg("GET");
         let reply = self.query_confirmed::<Option<String>>(&set).await;
         if reply.as_ref().is_err_and(is_syntax_error) {
-            self.bare_take.refused.store(true, Ordering::Relaxed);
+            self.0.bare_take.refused.store(true, Ordering::Relaxed);
             return Ok((Taken::AskTheScript, None));
         }
         let (holder, replicas) = self.context(reply, key.as_str())?;
