@@ -134,6 +134,6 @@ fn hex(bytes: &[u8], suffix: &str) -> String {
         pair[1] = DIGITS[usize::from(byte & 0xf)];
     }
     tail.copy_from_slice(suffix.as_bytes());
-    // Hex digits and a `str`: always UTF-8.
-    String::from_utf8(text).unwrap_or_default()
+    // Never an empty token in its place: every holder would share it.
+    String::from_utf8(text).expect("hex digits and a str are UTF-8")
 }

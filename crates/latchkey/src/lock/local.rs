@@ -10,7 +10,9 @@
 //! re-check on a timer, so a lost turn costs at most that. The user-facing account is the crate docs'
 //! `# Plain or fair` section.
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdGuard};
 use std::time::{Duration, Instant};
 
@@ -26,9 +28,35 @@ use crate::token::OwnerToken;
 pub(crate) struct LocalLocks(Arc<StdMutex<Entries>>);
 
 /// Every lock a task of this process holds or waits for. An uncontended lock cycle
-/// looks its key up seven times: hashed with foldhash (seeded per process), not
+/// looks its key up six times: hashed with foldhash (seeded per process), not
 /// SipHash, they cost about 1 % of the cycle's client instructions instead of 3 %.
-type Entries = HashMap<String, Local, foldhash::fast::RandomState>;
+type Entries = HashMap<EntryKey, Local, foldhash::fast::RandomState>;
+
+/// A lock's key as the table's: hashed and compared as its text, so a `&str` finds
+/// it, and kept as the shared `LockKey` it is (a copy of the text cost an
+/// allocation a cycle).
+#[derive(Debug)]
+struct EntryKey(LockKey);
+
+impl PartialEq for EntryKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+impl Eq for EntryKey {}
+
+impl Hash for EntryKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.as_str().hash(state);
+    }
+}
+
+impl Borrow<str> for EntryKey {
+    fn borrow(&self) -> &str {
+        self.0.as_str()
+    }
+}
 
 #[derive(Debug, Default)]
 struct Local {
@@ -123,14 +151,13 @@ impl LocalLocks {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Applies `change` to `key`'s entry, made first if there is none (the key is
-    /// copied only then).
+    /// Applies `change` to `key`'s entry, made first if there is none.
     fn update<T>(&self, key: &LockKey, change: impl FnOnce(&mut Local) -> T) -> T {
         let mut entries = self.entries();
         if let Some(local) = entries.get_mut(key.as_str()) {
             return change(local);
         }
-        change(entries.entry(key.as_str().to_owned()).or_default())
+        change(entries.entry(EntryKey(key.clone())).or_default())
     }
 
     /// Queues `owner` behind this process's holder of `key` (or its task waiting in
@@ -171,6 +198,7 @@ impl LocalLocks {
         RedisWaiter {
             locks: self.clone(),
             key: key.clone(),
+            counted: true,
         }
     }
 
@@ -268,10 +296,27 @@ impl LocalLocks {
 pub(crate) struct RedisWaiter {
     locks: LocalLocks,
     key: LockKey,
+    /// Still counted in `in_redis` (until it took the lock, or is dropped).
+    counted: bool,
+}
+
+impl RedisWaiter {
+    /// The task took the lock through Redis: it holds it now and waits no more, in
+    /// one look-up (an uncontended lock cycle makes six).
+    pub(crate) fn took_the_lock(mut self) {
+        self.counted = false;
+        self.locks.update(&self.key, |local| {
+            local.held = true;
+            local.in_redis = local.in_redis.saturating_sub(1);
+        });
+    }
 }
 
 impl Drop for RedisWaiter {
     fn drop(&mut self) {
+        if !self.counted {
+            return;
+        }
         self.locks.settle(self.key.as_str(), |local| {
             local.in_redis = local.in_redis.saturating_sub(1);
         });
@@ -379,8 +424,7 @@ mod tests {
         fn through_redis(&mut self) {
             let counted = self.locks.redis_waiter(&self.key);
             self.take(None);
-            self.locks.mark_held(&self.key);
-            drop(counted);
+            counted.took_the_lock();
             self.release();
         }
 

@@ -144,10 +144,10 @@ pub(crate) async fn acquire<S: Pass + WakeUps>(
             FromLocal::ToRedis { after_release } => likely_busy = after_release,
         }
     }
-    let _counted = local.map(|local| local.redis_waiter(key));
+    let counted = local.map(|local| local.redis_waiter(key));
     let won = acquire_in_redis(store, key, wait, owner, started, once, likely_busy).await?;
-    if let Some(local) = local {
-        local.mark_held(key);
+    if let Some(counted) = counted {
+        counted.took_the_lock();
     }
     Ok(won)
 }

@@ -252,7 +252,8 @@ fn recent_key(parts: StaticKey) -> Option<&'static ::metrics::Key> {
         static RECENT: [Slot; RECENT_KEYS] = const { [const { Cell::new(None) }; RECENT_KEYS] };
     }
     // Fibonacci hashing: the top bits of the product, where every address bit counts.
-    let mixed = (parts.addresses().iter()).fold(0u64, |sum, &(at, _)| {
+    const { assert!(RECENT_KEYS.is_power_of_two()) };
+    let mixed = parts.addresses().iter().fold(0u64, |sum, &(at, _)| {
         (sum ^ at as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
     });
     let slot = (mixed >> (u64::BITS - RECENT_KEYS.trailing_zeros())) as usize;
@@ -456,6 +457,18 @@ mod tests {
             }
         }
         assert!(asked.len() > RECENT_KEYS);
+        // No extra label is not an empty one: they are two keys.
+        let bare = StaticKey {
+            extra: None,
+            ..asked[0]
+        };
+        assert!(bare == asked[0]);
+        assert!(
+            bare != StaticKey {
+                extra: Some(("", "")),
+                ..bare
+            }
+        );
         for _ in 0..3 {
             for parts in &asked {
                 let key = recent_key(*parts).expect("the table has room");

@@ -37,7 +37,7 @@ const UNNAMED_NODE: &str = "(caller's connection)";
 #[derive(Clone)]
 pub struct RedisStore(pub(super) Arc<Shared>);
 
-/// What a store's clones share. One allocation, not a struct of a dozen handles:
+/// What a store's clones share. One allocation, not a struct of seven handles:
 /// every acquisition clones the store into its hold and moves the hold several
 /// times, 3 % of an uncontended cycle's client instructions (callgrind). A builder
 /// method on a store shared with clones changes a copy of its own.
