@@ -81,6 +81,11 @@ impl Local {
         self.held || self.in_redis > 0
     }
 
+    /// One task of this process waits for the lock through Redis no more.
+    fn uncount_redis_waiter(&mut self) {
+        self.in_redis = self.in_redis.saturating_sub(1);
+    }
+
     /// Sends the oldest live local waiter to Redis, so the process keeps competing
     /// once nobody represents it there.
     fn send_one_to_redis(&mut self) {
@@ -307,7 +312,7 @@ impl RedisWaiter {
         self.counted = false;
         self.locks.update(&self.key, |local| {
             local.held = true;
-            local.in_redis = local.in_redis.saturating_sub(1);
+            local.uncount_redis_waiter();
         });
     }
 }
@@ -317,9 +322,8 @@ impl Drop for RedisWaiter {
         if !self.counted {
             return;
         }
-        self.locks.settle(self.key.as_str(), |local| {
-            local.in_redis = local.in_redis.saturating_sub(1);
-        });
+        self.locks
+            .settle(self.key.as_str(), Local::uncount_redis_waiter);
     }
 }
 
