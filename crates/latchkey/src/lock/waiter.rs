@@ -131,7 +131,7 @@ pub(crate) async fn acquire<S: Pass + WakeUps>(
     local: Option<&LocalLocks>,
 ) -> Result<Won<S>> {
     let started = wait.started;
-    let owner = OwnerToken::generate()?;
+    let mut owner = OwnerToken::generate()?;
     // A call that may not wait at all (`try_lock`) still makes its one attempt.
     let once = wait.expired();
     let mut likely_busy = false;
@@ -142,6 +142,13 @@ pub(crate) async fn acquire<S: Pass + WakeUps>(
                 return Ok(*won);
             }
             FromLocal::ToRedis { after_release } => likely_busy = after_release,
+            FromLocal::PassedTooLate => {
+                // The lock under this owner is being given up in the background:
+                // the attempts in Redis go under another, or that release could
+                // free what they take.
+                owner = OwnerToken::generate()?;
+                likely_busy = true;
+            }
         }
     }
     let counted = local.map(|local| local.redis_waiter(key));
@@ -159,6 +166,11 @@ enum FromLocal<S: Pass + WakeUps> {
     /// Go to Redis; `after_release`: the holder released the lock there because
     /// other processes wait for it, so it is most likely held again already.
     ToRedis { after_release: bool },
+    /// The holder passed us the lock, but the pass came back after the lease it
+    /// set had ended (a stalled connection, a paused server): a guard would be born
+    /// lost. The hold is given up as a dropped guard's is (passed on or released),
+    /// and the call goes to Redis under a new owner token.
+    PassedTooLate,
 }
 
 /// Waits behind the local holder, if this process has one.
@@ -181,6 +193,11 @@ async fn wait_for_local_pass<S: Pass + WakeUps>(
         let mut hold =
             ReleaseOnDrop::held(store.clone(), key.clone(), owner.clone(), None, wait.ttl);
         hold.others_queued = passed.others_queued;
+        if wait.granted_too_late(passed.sent) {
+            // Dropped with the local line, so it passes on or marks the lock released.
+            hold.local = Some(local.clone());
+            return FromLocal::PassedTooLate;
+        }
         FromLocal::Passed(Box::new(Won {
             hold,
             fence: passed.fence,
