@@ -56,11 +56,11 @@ pub async fn elect(global: &Global, args: ElectArgs) -> Result<u8, Failure> {
     let campaigning = async {
         match wait {
             Wait::Now => election.try_campaign(&value).await,
-            Wait::Until(deadline) => election.campaign_timeout(&value, run::left(deadline)).await,
+            Wait::Until(deadline) => election.campaign_timeout(&value, deadline.left()).await,
             Wait::Forever => election.campaign(&value).await,
         }
     };
-    run::hold_and_run(campaigning, name, &args.hold, signals).await
+    run::hold_and_run(campaigning, wait, name, &args.hold, signals).await
 }
 
 /// `host:pid`: which process leads, for people reading `latchkey leader`.

@@ -61,7 +61,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
                 .with_fencing(Fencing::OnGrant))
         };
         if args.and.is_empty() {
-            hold_and_run(take(&mutex(name)?, wait), name, &args.hold, signals).await
+            hold_and_run(take(&mutex(name)?, wait), wait, name, &args.hold, signals).await
         } else {
             let named = std::iter::once(name)
                 .chain(args.and.iter().map(String::as_str))
@@ -73,7 +73,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
                 let guard = take_all(&set, wait).await?;
                 Ok::<_, latchkey::Error>(Several { guard, order })
             };
-            hold_and_run(taking, name, &args.hold, signals).await
+            hold_and_run(taking, wait, name, &args.hold, signals).await
         }
     })
 }
@@ -85,7 +85,7 @@ pub async fn take<S: Pass + WakeUps>(
 ) -> latchkey::Result<MutexGuard<S>> {
     match wait {
         Wait::Now => mutex.try_lock().await,
-        Wait::Until(deadline) => mutex.lock_timeout(left(deadline)).await,
+        Wait::Until(deadline) => mutex.lock_timeout(deadline.left()).await,
         Wait::Forever => mutex.lock().await,
     }
 }
@@ -97,7 +97,7 @@ async fn take_all<S: Pass + WakeUps>(
 ) -> latchkey::Result<MultiLockGuard<S>> {
     match wait {
         Wait::Now => set.try_lock().await,
-        Wait::Until(deadline) => set.lock_timeout(left(deadline)).await,
+        Wait::Until(deadline) => set.lock_timeout(deadline.left()).await,
         Wait::Forever => set.lock().await,
     }
 }
@@ -121,11 +121,15 @@ pub async fn sem_run(global: &Global, args: SemRunArgs) -> Result<u8, Failure> {
     let taking = async {
         match wait {
             Wait::Now => semaphore.try_acquire(args.weight).await,
-            Wait::Until(deadline) => semaphore.acquire_timeout(args.weight, left(deadline)).await,
+            Wait::Until(deadline) => {
+                semaphore
+                    .acquire_timeout(args.weight, deadline.left())
+                    .await
+            }
             Wait::Forever => semaphore.acquire(args.weight).await,
         }
     };
-    hold_and_run(taking, name, &args.hold, signals).await
+    hold_and_run(taking, wait, name, &args.hold, signals).await
 }
 
 /// `rw run`: the same, holding a read-write lock to read or to write.
@@ -140,30 +144,70 @@ pub async fn rw_run(global: &Global, args: RwRunArgs) -> Result<u8, Failure> {
     let taking = async {
         match (args.write, wait) {
             (false, Wait::Now) => lock.try_read().await,
-            (false, Wait::Until(deadline)) => lock.read_timeout(left(deadline)).await,
+            (false, Wait::Until(deadline)) => lock.read_timeout(deadline.left()).await,
             (false, Wait::Forever) => lock.read().await,
             (true, Wait::Now) => lock.try_write().await,
-            (true, Wait::Until(deadline)) => lock.write_timeout(left(deadline)).await,
+            (true, Wait::Until(deadline)) => lock.write_timeout(deadline.left()).await,
             (true, Wait::Forever) => lock.write().await,
         }
     };
-    hold_and_run(taking, name, &args.hold, signals).await
+    hold_and_run(taking, wait, name, &args.hold, signals).await
 }
 
 /// How long the options say to wait: for Redis (connecting), then for the lock.
 #[derive(Clone, Copy)]
 pub enum Wait {
     Now,
-    Until(Instant),
+    Until(Deadline),
     Forever,
+}
+
+/// A `--wait`: when it began (the options read) and when it ends.
+#[derive(Clone, Copy)]
+pub struct Deadline {
+    since: Instant,
+    until: Instant,
+}
+
+impl Deadline {
+    /// What is left of the wait.
+    pub fn left(self) -> Duration {
+        self.until.saturating_duration_since(Instant::now())
+    }
 }
 
 impl Wait {
     /// Until when connecting may be retried: only within a `--wait`.
     pub fn deadline(self) -> Option<Instant> {
         match self {
-            Wait::Until(deadline) => Some(deadline),
+            Wait::Until(deadline) => Some(deadline.until),
             Wait::Now | Wait::Forever => None,
+        }
+    }
+
+    /// A busy lock's error, telling the whole `--wait` the user gave (connecting
+    /// included), not only the part the library spent waiting for the lock.
+    fn counted(self, error: latchkey::Error) -> latchkey::Error {
+        match (self, error) {
+            (
+                Wait::Until(deadline),
+                latchkey::Error::Busy {
+                    kind,
+                    name,
+                    key,
+                    waited,
+                    holder,
+                    retry_after,
+                },
+            ) => latchkey::Error::Busy {
+                kind,
+                name,
+                key,
+                waited: waited.max(deadline.since.elapsed()),
+                holder,
+                retry_after,
+            },
+            (_, error) => error,
         }
     }
 }
@@ -185,17 +229,15 @@ impl From<&TakeArgs> for Wait {
     fn from(take: &TakeArgs) -> Self {
         match (take.no_wait, take.wait) {
             (true, _) => Wait::Now,
-            (false, Some(wait)) => Instant::now()
-                .checked_add(wait)
-                .map_or(Wait::Forever, Wait::Until),
+            (false, Some(wait)) => {
+                let since = Instant::now();
+                since.checked_add(wait).map_or(Wait::Forever, |until| {
+                    Wait::Until(Deadline { since, until })
+                })
+            }
             (false, None) => Wait::Forever,
         }
     }
-}
-
-/// What is left of a wait until `deadline`.
-pub fn left(deadline: Instant) -> Duration {
-    deadline.saturating_duration_since(Instant::now())
 }
 
 /// What a command runs under: a hold of a lock (permits, a read or write lock are
@@ -295,11 +337,12 @@ impl<S: Pass + WakeUps> Held for Several<S> {
 /// runs the command under what it gives.
 pub async fn hold_and_run<H: Held>(
     taking: impl Future<Output = latchkey::Result<H>>,
+    wait: Wait,
     name: &str,
     hold: &HoldArgs,
     mut signals: Signals,
 ) -> Result<u8, Failure> {
-    let held = wait_for(taking, name, &mut signals).await?;
+    let held = wait_for(taking, wait, name, &mut signals).await?;
     let child = match start(&held, name, hold).await {
         Ok(child) => child,
         Err(failure) => {
@@ -324,6 +367,7 @@ pub async fn hold_and_run<H: Held>(
 /// ends latchkey with 128 + N, after leaving the queue.
 pub async fn wait_for<H>(
     taking: impl Future<Output = latchkey::Result<H>>,
+    wait: Wait,
     name: &str,
     signals: &mut Signals,
 ) -> Result<H, Failure> {
@@ -335,7 +379,7 @@ pub async fn wait_for<H>(
             // before the process exits.
             Err(error) => {
                 latchkey::finish_background_releases(RELEASE_TIMEOUT).await;
-                Err(error.into())
+                Err(wait.counted(error).into())
             }
         },
         signal = signals.recv() => Err(interrupted(signal, name).await),
