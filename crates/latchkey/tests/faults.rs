@@ -383,6 +383,48 @@ async fn a_waiter_refused_by_a_queue_of_another_type_writes_nothing() {
     }
 }
 
+/// The same for a lock passed between two tasks of one process: a pass whose reply
+/// comes back after the lease it set has ended is no hold. The waiter gives that
+/// hold up and waits on in Redis, and its guard, when it comes, is one whose lease
+/// lasts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_pass_whose_reply_comes_after_its_lease_is_no_hold() {
+    let server = RedisServer::start().unwrap();
+    let proxy = FaultProxy::start(server.port()).unwrap();
+    let client = Client::open(&proxy.url()).await.unwrap();
+    let mutex = common::fixed(&client, "late-pass", Duration::from_millis(150));
+    // Once on time, so that Redis has the pass's script (loading it is two more
+    // round trips, after which the lease would be gone, and nothing passed).
+    let late = [Duration::ZERO, Duration::from_millis(250)];
+    for latency in late {
+        let holder = mutex.lock().await.unwrap();
+        let waiting = tokio::spawn({
+            let mutex = mutex.clone();
+            async move {
+                let guard = mutex.lock_timeout(Duration::from_secs(5)).await.unwrap();
+                let lost_on_return = guard.is_lost();
+                (lost_on_return, guard.release().await)
+            }
+        });
+        // The waiter queues behind the holder in this process, then every reply
+        // comes late: the pass lands in Redis at once, and is told 100 ms after
+        // the 150 ms it gave the waiter have ended.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        proxy.set_latency(Duration::ZERO, latency);
+        // (Its own lease ends before the reply too: whether it says the lock was
+        // still its own is not what this test is about.)
+        holder.release().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        proxy.set_latency(Duration::ZERO, Duration::ZERO);
+        let (lost_on_return, released) = waiting.await.unwrap();
+        assert!(
+            !lost_on_return,
+            "{latency:?}: the waiter got a guard born lost"
+        );
+        released.unwrap();
+    }
+}
+
 /// A client that reaches `server` through a fault proxy; its command connection is
 /// the proxy's connection 0 and its subscriber (opened by the first wait) the next.
 async fn proxied(server: &RedisServer) -> (FaultProxy, Client) {
