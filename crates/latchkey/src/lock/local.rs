@@ -123,14 +123,8 @@ pub(crate) const MAX_TIME_AHEAD: Duration = Duration::from_millis(10);
 /// What a local waiter is told.
 #[derive(Debug)]
 pub(crate) enum Turn {
-    /// The lock is yours, passed with this fencing token (`None`: fenced on demand) by
-    /// a request sent at `sent`; `others_queued`: it was passed ahead of other
-    /// processes waiting in Redis.
-    Yours {
-        fence: Option<u64>,
-        sent: Instant,
-        others_queued: bool,
-    },
+    /// The lock is yours, passed as this says.
+    Yours(Passed),
     /// Nobody here will pass it to you: take your turn through Redis.
     TryRedis,
 }
@@ -258,15 +252,7 @@ impl LocalLocks {
         // fails, and the holder keeps the lock: no word is lost in between.
         turn.close();
         match turn.try_recv().ok()? {
-            Turn::Yours {
-                fence,
-                sent,
-                others_queued,
-            } => Some(Passed {
-                fence,
-                sent,
-                others_queued,
-            }),
+            Turn::Yours(passed) => Some(passed),
             Turn::TryRedis => {
                 self.settle(key.as_str(), |_| {});
                 None
@@ -410,11 +396,11 @@ mod tests {
             self.world.holder = None;
             while let Some(next) = self.locks.next_waiter(&self.key) {
                 let i = self.owners.iter().position(|o| *o == next.owner).unwrap();
-                let turn = Turn::Yours {
+                let turn = Turn::Yours(Passed {
                     fence: Some(1),
                     sent: Instant::now(),
                     others_queued: false,
-                };
+                });
                 if next.tell(turn).is_ok() {
                     self.world.in_flight = Some(i);
                     return;
@@ -460,7 +446,7 @@ mod tests {
                         return;
                     };
                     match turn.try_recv() {
-                        Ok(Turn::Yours { .. }) => self.passed(i),
+                        Ok(Turn::Yours(_)) => self.passed(i),
                         Ok(Turn::TryRedis) | Err(oneshot::error::TryRecvError::Closed) => {
                             self.through_redis()
                         }

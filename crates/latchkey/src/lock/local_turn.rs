@@ -63,6 +63,18 @@ impl<S: Pass + WakeUps> LocalTurn<S> {
         let turn = self.turn.take()?;
         self.local.leave_line(&self.key, turn)
     }
+
+    /// The hold of a lock passed to us. `with_line`: dropped, it passes the lock on
+    /// to the next local waiter or releases it, as a dropped guard's hold does.
+    pub(crate) fn hold(&self, with_line: bool) -> ReleaseOnDrop<S> {
+        ReleaseOnDrop::held(
+            self.store.clone(),
+            self.key.clone(),
+            self.owner.clone(),
+            with_line.then(|| self.local.clone()),
+            self.ttl,
+        )
+    }
 }
 
 impl<S: Pass + WakeUps> Drop for LocalTurn<S> {
@@ -72,13 +84,6 @@ impl<S: Pass + WakeUps> Drop for LocalTurn<S> {
         }
         // Passed to us after all, and nobody will use it: pass it on or release it,
         // in the background (see `ReleaseOnDrop`).
-        let local = Some(self.local.clone());
-        drop(ReleaseOnDrop::held(
-            self.store.clone(),
-            self.key.clone(),
-            self.owner.clone(),
-            local,
-            self.ttl,
-        ));
+        drop(self.hold(true));
     }
 }

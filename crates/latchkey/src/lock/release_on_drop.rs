@@ -24,7 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use super::backoff::Backoff;
 use super::held::LeaseState;
-use super::local::{LocalLocks, LocalWaiter, Turn};
+use super::local::{LocalLocks, LocalWaiter, Passed, Turn};
 use super::watchdog::Stopper;
 use crate::error::Result;
 use crate::key::{Kind, LockKey};
@@ -288,11 +288,11 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
                 }
             };
             let owner = next.owner.clone();
-            let turn = Turn::Yours {
+            let turn = Turn::Yours(Passed {
                 fence,
                 sent,
                 others_queued: ahead,
-            };
+            });
             if next.tell(turn).is_ok() {
                 return Ok(true);
             }
@@ -673,7 +673,10 @@ mod tests {
                 [Call::Pass { to: gone }, Call::Pass { to: stays }]
             );
             assert!(
-                matches!(second.try_recv(), Ok(Turn::Yours { fence: Some(7), .. })),
+                matches!(
+                    second.try_recv(),
+                    Ok(Turn::Yours(Passed { fence: Some(7), .. }))
+                ),
                 "fenced: {fenced}"
             );
         }

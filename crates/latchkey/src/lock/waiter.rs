@@ -173,29 +173,22 @@ enum FromLocal<S: Pass + WakeUps> {
     PassedTooLate,
 }
 
-/// Waits behind the local holder, if this process has one.
-async fn wait_for_local_pass<S: Pass + WakeUps>(
-    store: &S,
-    key: &LockKey,
-    owner: &OwnerToken,
-    wait: Wait,
-    local: &LocalLocks,
-    started: Instant,
-) -> Result<FromLocal<S>> {
-    let to_redis = FromLocal::ToRedis {
-        after_release: false,
-    };
-    let Some(turn) = local.wait_behind_holder(key, owner, (wait.ttl, wait.fenced)) else {
-        return Ok(to_redis);
-    };
-    let mut turn = LocalTurn::new(turn, store, key, owner, local, wait.ttl);
-    let won = |passed: Passed| {
-        let mut hold =
-            ReleaseOnDrop::held(store.clone(), key.clone(), owner.clone(), None, wait.ttl);
+impl<S: Pass + WakeUps> FromLocal<S> {
+    /// Nobody here passed us the lock: try in Redis.
+    fn to_redis() -> Self {
+        FromLocal::ToRedis {
+            after_release: false,
+        }
+    }
+
+    /// What the lock `turn` was passed is for this call: a hold, or one passed too
+    /// late, dropped (with the local line attached, so it passes on or marks the
+    /// lock released) as a dropped guard's hold is.
+    fn passed(turn: &LocalTurn<S>, passed: Passed, wait: Wait) -> Self {
+        let too_late = wait.granted_too_late(passed.sent);
+        let mut hold = turn.hold(too_late);
         hold.others_queued = passed.others_queued;
-        if wait.granted_too_late(passed.sent) {
-            // Dropped with the local line, so it passes on or marks the lock released.
-            hold.local = Some(local.clone());
+        if too_late {
             return FromLocal::PassedTooLate;
         }
         FromLocal::Passed(Box::new(Won {
@@ -205,35 +198,45 @@ async fn wait_for_local_pass<S: Pass + WakeUps>(
             top_up: false,
             replicas: None,
         }))
+    }
+}
+
+/// Waits behind the local holder, if this process has one.
+async fn wait_for_local_pass<S: Pass + WakeUps>(
+    store: &S,
+    key: &LockKey,
+    owner: &OwnerToken,
+    wait: Wait,
+    local: &LocalLocks,
+    started: Instant,
+) -> Result<FromLocal<S>> {
+    let Some(turn) = local.wait_behind_holder(key, owner, (wait.ttl, wait.fenced)) else {
+        return Ok(FromLocal::to_redis());
     };
+    let mut turn = LocalTurn::new(turn, store, key, owner, local, wait.ttl);
     let period = wait.waiter_lease.as_duration() / 3;
     loop {
         tokio::select! {
             told = turn.told() => return Ok(match told {
-                Some(Turn::Yours {
-                    fence,
-                    sent,
-                    others_queued,
-                }) => won(Passed {
-                    fence,
-                    sent,
-                    others_queued,
-                }),
+                Some(Turn::Yours(passed)) => FromLocal::passed(&turn, passed, wait),
                 Some(Turn::TryRedis) => FromLocal::ToRedis { after_release: true },
-                None => to_redis,
+                None => FromLocal::to_redis(),
             }),
             () = tokio::time::sleep(wait.cap(period)) => {}
         }
         // A lock passed at the last moment is ours after all.
         if wait.expired() {
-            return turn
+            let passed = turn
                 .leave()
-                .map(won)
-                .ok_or_else(|| busy(key, started.elapsed(), &Seen::nothing(started)));
+                .ok_or_else(|| busy(key, started.elapsed(), &Seen::nothing(started)))?;
+            return Ok(FromLocal::passed(&turn, passed, wait));
         }
         // Nobody here will pass it to us any more (a task died): go to Redis.
         if !local.is_represented(key) {
-            return Ok(turn.leave().map_or(to_redis, won));
+            return Ok(match turn.leave() {
+                Some(passed) => FromLocal::passed(&turn, passed, wait),
+                None => FromLocal::to_redis(),
+            });
         }
     }
 }
