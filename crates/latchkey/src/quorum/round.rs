@@ -38,8 +38,10 @@ where
         .iter()
         .map(|&index| {
             let node = &nodes[index];
-            let request = call(node);
-            async move { (index, Some(within(deadline, node.node(), request).await)) }
+            // `map`, not an async block: a block awaiting the request it captured
+            // would hold it twice (rustc does not overlap the two), and a round's
+            // requests are moved into the set as they are collected.
+            within(deadline, node.node(), call(node)).map(move |reply| (index, Some(reply)))
         })
         .collect();
     gather(nodes.len(), pending, settled).await
@@ -74,8 +76,10 @@ where
             // A request that panics must not take the others down with the task:
             // it counts as a node that did not answer (`None`), as in a task of
             // its own.
-            let request = AssertUnwindSafe(call(nodes[index].clone())).catch_unwind();
-            async move { (index, request.await.ok()) }
+            // (`map`: see `ask`.)
+            AssertUnwindSafe(call(nodes[index].clone()))
+                .catch_unwind()
+                .map(move |reply| (index, reply.ok()))
         })
         .collect();
     tokio::spawn(requests.for_each(move |reply| {
@@ -118,14 +122,14 @@ where
 }
 
 /// `request`'s reply, or a no-reply error naming `node` once `deadline` passed.
-async fn within<T>(
+/// (Not an `async fn`, for the reason `ask` gives.)
+fn within<T>(
     deadline: Duration,
     node: &str,
     request: impl Future<Output = Result<T>>,
-) -> Result<T> {
+) -> impl Future<Output = Result<T>> {
     tokio::time::timeout(deadline, request)
-        .await
-        .unwrap_or_else(|_| Err(Error::no_reply_within(node, deadline)))
+        .map(move |reply| reply.unwrap_or_else(|_| Err(Error::no_reply_within(node, deadline))))
 }
 
 /// Collects the replies of `pending` (node index, reply if any) into the answers of
