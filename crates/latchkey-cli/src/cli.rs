@@ -190,9 +190,12 @@ The command's environment:
   LATCHKEY_FENCES with --and: every lock's fencing token, space-separated, in the
                   order the locks are named (NAME first)
 
-Signals: INT, TERM, HUP, QUIT, USR1, USR2 and ALRM are passed on to the command
-while it runs. Received while waiting for the lock, they make latchkey leave the
-wait queue and exit 128+N.
+Signals: INT, TERM, HUP, QUIT, USR1, USR2 and ALRM are passed on to the command's
+process group while it runs. INT, TERM and QUIT also stop it: the group gets
+SIGKILL after --kill-after (at once on a second one), and what the command leaves
+running when it ends gets SIGTERM, then SIGKILL, before the lock is released.
+Received while waiting for the lock, they make latchkey leave the wait queue and
+exit 128+N.
 
 Durations: 500ms, 30s, 5m, 1h 30m. A name that starts with '-' goes after '--name'.
 
@@ -203,7 +206,8 @@ Exit status:
   66   the --tls-ca file cannot be read or holds no certificate
   69   Redis unavailable, not Redis, TLS failed, credentials refused or ACL denied
   70   the lease was lost mid-run, or --max-hold ran out (the command got SIGTERM,
-       then SIGKILL after --kill-after), or an internal error
+       then SIGKILL after --kill-after), or the release after the command found
+       the lock no longer held (lost before a renewal noticed), or an internal error
   75   the lock stayed busy for the whole wait (--wait, --no-wait)
   126  the command is not executable;  127  the command was not found
   128+N  latchkey received signal N while waiting for the lock";
@@ -252,7 +256,8 @@ pub struct HoldArgs {
     #[command(flatten)]
     pub take: TakeArgs,
 
-    /// After the lease is lost: how long the command gets between SIGTERM and SIGKILL.
+    /// After the lease is lost (SIGTERM), or INT, TERM or QUIT told latchkey to stop
+    /// (passed on): how long the command's group gets before SIGKILL.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, allow_hyphen_values = true)]
     pub kill_after: Duration,
 

@@ -346,7 +346,7 @@ pub async fn hold_and_run<H: Held>(
     let child = match start(&held, name, hold).await {
         Ok(child) => child,
         Err(failure) => {
-            release(held).await;
+            let _ = release(held).await;
             return Err(failure);
         }
     };
@@ -356,11 +356,21 @@ pub async fn hold_and_run<H: Held>(
         .map(Pid::from_raw);
     let reaper = group.and_then(Reaper::start);
     let outcome = supervise(child, group, &held, name, hold, &mut signals).await;
-    release(held).await;
+    let held_to_the_end = release(held).await;
     if let Some(reaper) = reaper {
         reaper.dismiss().await;
     }
-    outcome
+    match outcome {
+        // The lease ran out (or the lock was broken) while the command ran, and it
+        // ended before latchkey heard: the release found the lock no longer ours.
+        Ok(_) if !held_to_the_end => Err(Failure::with_status(
+            exit::SOFTWARE,
+            format!(
+                "the lease on {name:?} was lost before the command ended; its work may overlap the next holder's"
+            ),
+        )),
+        outcome => outcome,
+    }
 }
 
 /// Waits for `taking`; a signal meanwhile (INT, TERM, HUP) abandons the wait and
@@ -556,8 +566,19 @@ impl Reaper {
     }
 }
 
+/// Signals that tell latchkey to stop the command: passed on, then SIGKILL after
+/// `--kill-after`, and what is left of its group is stopped before the lock is
+/// released. (HUP, USR1, USR2 and ALRM are only passed on: a command may take them
+/// as a request to reload or report.)
+const STOPPING: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGQUIT];
+
+/// How long processes of the group that got SIGKILL are waited for: it cannot be
+/// caught, so what is left is the kernel's work, or zombies another parent has yet
+/// to reap (which keep the group in existence, and are not worth waiting for).
+const KILL_GRACE: Duration = Duration::from_secs(1);
+
 /// Waits for the child, forwarding signals to its group, and stops the group if the
-/// lease is lost.
+/// lease is lost or latchkey is told to stop.
 async fn supervise<H: Held>(
     mut child: Child,
     pid: Option<Pid>,
@@ -569,31 +590,53 @@ async fn supervise<H: Held>(
     let lost = held.lost();
     tokio::pin!(lost);
     let mut lease_lost = false;
+    // A stopping signal latchkey received, passed on to the group.
+    let mut told_to_stop = None;
     let kill_timer = tokio::time::sleep(Duration::MAX / 4);
     tokio::pin!(kill_timer);
+    let mut killed = false;
     loop {
         tokio::select! {
             status = child.wait() => {
                 let status = status.map_err(|e| Failure::software(format!("lost track of the command: {e}")))?;
-                if !lease_lost {
-                    return Ok(exit_code(status));
+                let deadline = kill_timer.deadline();
+                if lease_lost {
+                    // The rest of the group gets what is left of --kill-after, then SIGKILL.
+                    stop_group(pid, deadline, signals).await;
+                    let why = stop_reason(held, name, hold);
+                    return Err(Failure::with_status(exit::SOFTWARE, format!("{why}; the command was stopped")));
                 }
-                // The rest of the group gets what is left of --kill-after, then SIGKILL.
-                stop_group(pid, kill_timer.deadline()).await;
-                let why = stop_reason(held, name, hold);
-                return Err(Failure::with_status(exit::SOFTWARE, format!("{why}; the command was stopped")));
+                if let Some(signal) = told_to_stop {
+                    // Processes it left behind may ignore that signal (a shell's `&`
+                    // jobs ignore INT and QUIT): they get SIGTERM, then SIGKILL.
+                    if signal != Signal::SIGTERM {
+                        forward(pid, Signal::SIGTERM);
+                    }
+                    stop_group(pid, deadline, signals).await;
+                }
+                return Ok(exit_code(status));
             }
-            signal = signals.recv() => forward(pid, signal),
+            signal = signals.recv() => {
+                forward(pid, signal);
+                if told_to_stop.is_none() && STOPPING.contains(&signal) {
+                    told_to_stop = Some(signal);
+                    if !lease_lost {
+                        kill_timer.as_mut().reset(tokio::time::Instant::now() + hold.kill_after);
+                    }
+                }
+            }
             () = &mut lost, if !lease_lost => {
                 let why = stop_reason(held, name, hold);
                 eprintln!("latchkey: {why}; sending SIGTERM (SIGKILL in {})", crate::output::human(hold.kill_after));
                 lease_lost = true;
                 forward(pid, Signal::SIGTERM);
-                kill_timer.as_mut().reset(tokio::time::Instant::now() + hold.kill_after);
+                if told_to_stop.is_none() {
+                    kill_timer.as_mut().reset(tokio::time::Instant::now() + hold.kill_after);
+                }
             }
-            () = &mut kill_timer, if lease_lost => {
+            () = &mut kill_timer, if (lease_lost || told_to_stop.is_some()) && !killed => {
                 forward(pid, Signal::SIGKILL);
-                kill_timer.as_mut().reset(tokio::time::Instant::now() + Duration::from_secs(3600));
+                killed = true;
             }
         }
     }
@@ -622,18 +665,38 @@ fn forward(group: Option<Pid>, signal: Signal) {
     }
 }
 
-/// Waits until the command's group is empty, or `deadline`, then kills what is left.
-async fn stop_group(group: Option<Pid>, deadline: tokio::time::Instant) {
+/// Waits until the command's group is empty, or `deadline` (sooner if latchkey is
+/// told to stop once more), then kills what is left, waiting [`KILL_GRACE`] at most
+/// for that.
+async fn stop_group(group: Option<Pid>, deadline: tokio::time::Instant, signals: &mut Signals) {
     let Some(group) = group else {
         return;
     };
+    if group_ends_by(group, deadline, signals).await {
+        return;
+    }
+    forward(Some(group), Signal::SIGKILL);
+    group_ends_by(group, tokio::time::Instant::now() + KILL_GRACE, signals).await;
+}
+
+/// Whether the group is gone by `deadline`; false at once on a stopping signal
+/// (passed on to the group, as every signal is).
+async fn group_ends_by(group: Pid, deadline: tokio::time::Instant, signals: &mut Signals) -> bool {
     while killpg(group, None).is_ok() {
         if tokio::time::Instant::now() >= deadline {
-            forward(Some(group), Signal::SIGKILL);
-            return;
+            return false;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            signal = signals.recv() => {
+                forward(Some(group), signal);
+                if STOPPING.contains(&signal) {
+                    return false;
+                }
+            }
+        }
     }
+    true
 }
 
 /// The command's own status; a command killed by a signal gives 128 + its number,
@@ -651,19 +714,20 @@ fn exit_code(status: ExitStatus) -> u8 {
 
 /// Releases the lock (resigns), retrying through resets and restarts for up to
 /// [`RELEASE_TIMEOUT`] in all: a release that fails at first goes on in the
-/// background, and latchkey waits for it before exiting.
-async fn release<H: Held>(held: H) {
+/// background, and latchkey waits for it before exiting. False if the release
+/// found the lock no longer ours (true when it could not tell).
+async fn release<H: Held>(held: H) -> bool {
     let deadline = tokio::time::Instant::now() + RELEASE_TIMEOUT;
     let failed = match tokio::time::timeout_at(deadline, held.let_go()).await {
-        Ok(Ok(_)) => return,
+        Ok(Ok(still_ours)) => return still_ours,
         Ok(Err(error)) => error.to_string(),
         Err(_) => "Redis did not answer".to_owned(),
     };
     let rest = deadline.saturating_duration_since(tokio::time::Instant::now());
-    if latchkey::finish_background_releases(rest).await {
-        return;
+    if !latchkey::finish_background_releases(rest).await {
+        eprintln!(
+            "latchkey: could not release the lock ({failed}); it frees itself when its lease ends"
+        );
     }
-    eprintln!(
-        "latchkey: could not release the lock ({failed}); it frees itself when its lease ends"
-    );
+    true
 }

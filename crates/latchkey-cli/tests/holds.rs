@@ -136,6 +136,98 @@ fn a_grandchild_that_ignores_sigterm_is_killed_after_kill_after() {
     );
 }
 
+/// A shell script that starts a worker in the background (which, as every `&` job
+/// of a non-interactive shell, ignores INT and QUIT), writes the worker's pid, and
+/// waits. (The worker writes nowhere: holding latchkey's output open, it would keep
+/// a test reading that output waiting as long as it lives.)
+fn with_worker(dir: &Path) -> (String, PathBuf) {
+    let worker = dir.join("worker");
+    let script = format!(
+        "sh -c 'echo $$ > {w}.tmp; mv {w}.tmp {w}; while :; do sleep 0.05; done' > /dev/null 2>&1 & wait",
+        w = worker.display()
+    );
+    (script, worker)
+}
+
+/// Whether the lock `name` is held in `server`.
+fn held(server: &RedisServer, name: &str) -> bool {
+    redis::cmd("EXISTS")
+        .arg(name)
+        .query(&mut server.connection().unwrap())
+        .unwrap()
+}
+
+/// Told to stop (Ctrl-C), latchkey passes INT on; what the command left running
+/// and deaf to INT is stopped (SIGTERM) before the lock is freed, so the next
+/// holder never overlaps it.
+#[test]
+fn a_stop_signal_stops_what_the_command_left_running_before_the_lock_is_freed() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (script, worker) = with_worker(dir.path());
+    let latchkey = run(&server, &["job", "--kill-after", "5s"], &script);
+    let worker = pid_in(&worker);
+    kill(Pid::from_raw(latchkey.id() as i32), Signal::SIGINT).unwrap();
+    let output = latchkey.wait_with_output().unwrap();
+    let outlived = alive(worker);
+    cleanup(&[worker]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(!outlived, "the command's worker outlived latchkey");
+    assert!(!held(&server, "job"), "the lock outlived latchkey");
+}
+
+/// A command deaf to the signal that tells latchkey to stop gets SIGKILL after
+/// `--kill-after`: the lock is not kept for ever by a command that ignores TERM.
+#[test]
+fn a_command_deaf_to_a_stop_signal_is_killed_after_kill_after() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let deaf = dir.path().join("deaf");
+    let script = format!(
+        "trap '' TERM; echo $$ > {d}.tmp; mv {d}.tmp {d}; while :; do sleep 0.05; done",
+        d = deaf.display()
+    );
+    let latchkey = run(&server, &["job", "--kill-after", "300ms"], &script);
+    let deaf = pid_in(&deaf);
+    kill(Pid::from_raw(latchkey.id() as i32), Signal::SIGTERM).unwrap();
+    let output = latchkey.wait_with_output().unwrap();
+    let outlived = alive(deaf);
+    cleanup(&[deaf]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(128 + 9), "{stderr}");
+    assert!(!outlived, "the command outlived latchkey");
+    assert!(!held(&server, "job"), "the lock outlived latchkey");
+}
+
+/// A lease lost while the command runs is reported (exit 70) even when the command
+/// ends before a renewal noticed: the release finds the lock gone, and its work may
+/// overlap the next holder's.
+#[test]
+fn a_lease_lost_before_the_command_ends_is_reported_by_the_release() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let script = format!(
+        "echo $$ > {s}.tmp; mv {s}.tmp {s}; sleep 0.5",
+        s = started.display()
+    );
+    let latchkey = run(&server, &["job", "--ttl", "30s"], &script);
+    pid_in(&started);
+    // An operator breaks the lock; the next renewal would be 10 s away.
+    let _: () = redis::cmd("DEL")
+        .arg("job")
+        .query(&mut server.connection().unwrap())
+        .unwrap();
+    let output = latchkey.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(70), "{stderr}");
+    assert!(
+        stderr.contains("was lost before the command ended"),
+        "{stderr}"
+    );
+}
+
 /// flock(1) semantics under SIGKILL: the command and its children die with
 /// latchkey, before a second holder can start after the lease.
 #[test]
