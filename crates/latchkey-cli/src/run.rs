@@ -618,12 +618,16 @@ async fn supervise<H: Held>(
             }
             signal = signals.recv() => {
                 forward(pid, signal);
-                if told_to_stop.is_none() && STOPPING.contains(&signal) {
-                    told_to_stop = Some(signal);
-                    if !lease_lost {
-                        kill_timer.as_mut().reset(tokio::time::Instant::now() + hold.kill_after);
-                    }
+                if !STOPPING.contains(&signal) {
+                    continue;
                 }
+                // Told twice: no more waiting.
+                let kill_at = match told_to_stop.replace(signal) {
+                    Some(_) => tokio::time::Instant::now(),
+                    None if lease_lost => continue,
+                    None => tokio::time::Instant::now() + hold.kill_after,
+                };
+                kill_timer.as_mut().reset(kill_at);
             }
             () = &mut lost, if !lease_lost => {
                 let why = stop_reason(held, name, hold);

@@ -200,6 +200,43 @@ fn a_command_deaf_to_a_stop_signal_is_killed_after_kill_after() {
     assert!(!held(&server, "job"), "the lock outlived latchkey");
 }
 
+/// A second stop signal does not wait for `--kill-after`: the command deaf to the
+/// first is killed at once.
+#[test]
+fn a_second_stop_signal_kills_at_once() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let deaf = dir.path().join("deaf");
+    let script = format!(
+        "trap '' INT; echo $$ > {d}.tmp; mv {d}.tmp {d}; while :; do sleep 0.05; done",
+        d = deaf.display()
+    );
+    let mut latchkey = run(&server, &["job", "--kill-after", "60s"], &script);
+    let deaf = pid_in(&deaf);
+    let me = Pid::from_raw(latchkey.id() as i32);
+    kill(me, Signal::SIGINT).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    kill(me, Signal::SIGINT).unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = latchkey.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let outlived = alive(deaf);
+    cleanup(&[deaf]);
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(128 + 9),
+        "still running"
+    );
+    assert!(!outlived, "the command outlived latchkey");
+}
+
 /// A lease lost while the command runs is reported (exit 70) even when the command
 /// ends before a renewal noticed: the release finds the lock gone, and its work may
 /// overlap the next holder's.
