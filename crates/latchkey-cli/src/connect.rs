@@ -118,8 +118,11 @@ where
             Ok(connected) => return Ok(connected),
             Err(failure) => failure,
         };
-        let retry_at = std::time::Instant::now() + pause;
-        if !failure.is_transient() || deadline.is_none_or(|deadline| retry_at >= deadline) {
+        // The last attempt comes as the wait ends, not one pause before it.
+        let left = deadline.map_or(std::time::Duration::ZERO, |deadline| {
+            deadline.saturating_duration_since(std::time::Instant::now())
+        });
+        if !failure.is_transient() || left.is_zero() {
             return Err(failure);
         }
         if !std::mem::replace(&mut told, true) {
@@ -128,7 +131,7 @@ where
                 failure.message()
             );
         }
-        tokio::time::sleep(pause).await;
+        tokio::time::sleep(pause.min(left)).await;
         pause = (pause * 2).min(std::time::Duration::from_secs(1));
     }
 }

@@ -454,6 +454,29 @@ fn a_run_started_while_redis_is_down_waits_for_it_within_wait() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("trying again until --wait runs out"));
 }
 
+/// With Redis down, `--wait D` retries until D runs out, not until one backoff pause
+/// before it (a Redis back just before the end would be missed).
+#[test]
+fn an_unreachable_redis_is_retried_for_the_whole_wait() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", format!("redis://127.0.0.1:{port}"))
+        .args(["run", "job", "--wait", "1500ms", "--", "true"])
+        .output()
+        .unwrap();
+    let waited = started.elapsed();
+    assert_eq!(output.status.code(), Some(69), "{output:?}");
+    assert!(
+        waited >= Duration::from_millis(1500),
+        "gave up after {waited:?}"
+    );
+}
+
 #[test]
 fn max_hold_stops_a_command_that_runs_too_long_and_frees_the_lock() {
     let server = RedisServer::start().unwrap();
