@@ -303,6 +303,11 @@ impl Error {
         if let Some(detail) = tls_failure(&text) {
             return Error::Tls { node, detail };
         }
+        if text.contains("cluster support disabled") {
+            return Error::InvalidArgument(format!(
+                "{node} is not a Redis Cluster node (its cluster support is disabled): open it as a single server (Client::open; CLI: without --cluster)"
+            ));
+        }
         if text.contains("DB index is out of range") {
             return Error::InvalidArgument(format!(
                 "the database number in the URL does not exist on {node} (DB index is out of range)"

@@ -84,6 +84,27 @@ async fn a_server_that_is_down_is_unreachable() {
     );
 }
 
+/// A server without cluster support, opened as a cluster, is a misconfiguration the
+/// error names (it used to be a bare server error, exit 70 in the CLI).
+#[tokio::test]
+async fn a_plain_server_opened_as_a_cluster_says_so() {
+    let server = RedisServer::start().unwrap();
+    let result = match Client::open_cluster(&[server.url()]).await {
+        Ok(client) => client.mutex("plain").unwrap().try_lock().await.map(drop),
+        Err(error) => Err(error),
+    };
+    match result {
+        Err(Error::InvalidArgument(message)) => {
+            assert!(message.contains("is not a Redis Cluster node"), "{message}");
+            assert!(
+                message.contains(&format!("127.0.0.1:{}", server.port())),
+                "{message}"
+            );
+        }
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn a_paused_server_is_unreachable_after_the_response_timeout() {
     let (server, client) = common::start().await;

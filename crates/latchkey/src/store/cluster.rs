@@ -28,8 +28,8 @@ pub(super) fn target(seeds: &[ConnectionInfo]) -> Result<(Target, Source, String
         Error::InvalidArgument("a cluster needs at least one seed node URL".into())
     })?;
     let node = match seeds.len() {
-        1 => format!("cluster at {}", first.addr()),
-        n => format!("cluster at {} (+{} seeds)", first.addr(), n - 1),
+        1 => format!("{} (cluster seed)", first.addr()),
+        n => format!("{} (cluster seed, +{} more)", first.addr(), n - 1),
     };
     let context = |e| Error::from_redis(e, &node, "");
     let commands = builder(seeds).build().map_err(context)?;
