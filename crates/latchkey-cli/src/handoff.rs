@@ -26,6 +26,7 @@ struct Acquired<'a> {
 pub async fn acquire(global: &Global, args: AcquireArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
+    one_deployment(global)?;
     let lease = Lease::fixed(args.take.ttl)?;
     let wait = Wait::from(&args.take);
     // A signal while waiting leaves the queue, as `run` does.
@@ -77,6 +78,7 @@ fn print_token(name: &str, token: &HoldToken, args: &AcquireArgs) -> Result<(), 
 pub async fn extend(global: &Global, args: ExtendArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
+    one_deployment(global)?;
     let token = parse(&args.token)?;
     connect::with_client!(global, client => {
         client.mutex(name)?.extend_held(&token, args.ttl).await.map_err(|error| match error {
@@ -97,6 +99,7 @@ pub async fn release(global: &Global, args: &ReleaseArgs, token: &str) -> Result
         ));
     }
     connect::check_name(global, name)?;
+    one_deployment(global)?;
     let token = parse(token)?;
     let released = connect::with_client!(global, client => {
         client.mutex(name)?.release_held(&token).await?
@@ -123,4 +126,16 @@ fn lost(name: &str) -> Failure {
         "lock {name:?} is no longer held by this token (its lease ended, or it was broken): \
          work done under it may overlap the next holder's"
     ))
+}
+
+/// A hold handed between processes lives on one Redis deployment: a quorum's cannot
+/// be (its value and proposals live in the client that took it). Checked before
+/// connecting, so `acquire` never takes a lock it must then give back.
+fn one_deployment(global: &Global) -> Result<(), Failure> {
+    match connect::deployment(global)? {
+        connect::Deployment::Quorum(_) => Err(Failure::usage(
+            "a hold token works on one Redis deployment, not a quorum of masters: on a quorum, use `latchkey run`".to_owned(),
+        )),
+        _ => Ok(()),
+    }
 }

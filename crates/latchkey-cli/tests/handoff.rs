@@ -130,6 +130,41 @@ fn bad_tokens_and_mixed_flags_are_usage_errors() {
     );
 }
 
+/// A quorum's hold cannot be handed between processes: `acquire` on one is refused
+/// before it connects, leaving nothing on any master.
+#[test]
+fn a_hold_token_on_a_quorum_is_refused_before_anything_is_taken() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let quorum = urls.join(",");
+    let token = "0123456789abcdef0123456789abcdef:lk";
+    for args in [
+        &["acquire", "job"][..],
+        &["extend", "job", "--token", token],
+        &["release", "job", "--token", token],
+    ] {
+        let refused = common::latchkey(&quorum, args).output().unwrap();
+        assert_eq!(
+            refused.status.code(),
+            Some(64),
+            "{args:?}: {}",
+            text(&refused.stderr)
+        );
+        assert!(
+            text(&refused.stderr).contains("quorum"),
+            "{}",
+            text(&refused.stderr)
+        );
+    }
+    for server in &servers {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query(&mut server.connection().unwrap())
+            .unwrap();
+        assert!(keys.is_empty(), "left on a master: {keys:?}");
+    }
+}
+
 #[test]
 fn a_signal_while_acquire_waits_leaves_the_queue() {
     let server = RedisServer::start().unwrap();
