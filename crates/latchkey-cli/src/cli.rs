@@ -39,7 +39,9 @@ pub struct Global {
         long,
         global = true,
         env = "LATCHKEY_CLUSTER",
-        conflicts_with = "sentinel"
+        conflicts_with = "sentinel",
+        // As the environment says yes: 1, true, yes, on (and 0, false, no, off).
+        value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub cluster: bool,
 
@@ -348,9 +350,10 @@ pub struct SemRunArgs {
     #[command(flatten)]
     pub name: LockName,
 
-    /// The semaphore's permits: at most this many units held at once (every
-    /// process must give the same number).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    /// The semaphore's permits (1 to 2^50): at most this many units held at once
+    /// (every process must give the same number).
+    // The range is checked before connecting, in the library's words.
+    #[arg(long)]
     pub permits: u64,
 
     /// Permits this command holds (at most --permits).

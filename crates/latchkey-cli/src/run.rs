@@ -215,10 +215,18 @@ impl Wait {
 impl HoldArgs {
     /// The lease `--ttl`, `--max-hold` and `--lock-delay` ask for, renewed while
     /// the command runs.
-    pub fn lease(&self) -> latchkey::Result<Lease> {
-        let lease = Lease::renewed(self.take.ttl)?.with_lock_delay(self.lock_delay)?;
+    /// An option the library refuses is named in the error (its figures are the
+    /// lease's, which the user may not recognise).
+    pub fn lease(&self) -> Result<Lease, Failure> {
+        let option = |name: &'static str| {
+            move |error: latchkey::Error| Failure::usage(format!("{name}: {error}"))
+        };
+        let lease = Lease::renewed(self.take.ttl).map_err(option("--ttl"))?;
+        let lease = lease
+            .with_lock_delay(self.lock_delay)
+            .map_err(option("--lock-delay"))?;
         match self.max_hold {
-            Some(limit) => lease.with_max_hold(limit),
+            Some(limit) => lease.with_max_hold(limit).map_err(option("--max-hold")),
             None => Ok(lease),
         }
     }

@@ -323,3 +323,45 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
         assert_eq!(text(&output.stderr), "", "{args:?}");
     }
 }
+
+/// Options the library refuses are named in the one-line error, with the limits a
+/// user can act on; an environment's yes (`LATCHKEY_CLUSTER=1`) is a yes.
+#[test]
+fn refused_options_are_named_and_the_environment_says_yes_as_it_does() {
+    for (args, says) in [
+        (
+            &["run", "j", "--max-hold", "999999999999h", "--", "true"][..],
+            "--max-hold: ",
+        ),
+        (
+            &["run", "j", "--lock-delay", "999999999999h", "--", "true"],
+            "--lock-delay: ",
+        ),
+        (
+            &["sem", "run", "p", "--permits", "0", "--", "true"],
+            "1 to 2^50 permits",
+        ),
+    ] {
+        let refused = latchkey(args);
+        let stderr = text(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(64), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    let server = RedisServer::start().unwrap();
+    for (value, cluster) in [("1", true), ("yes", true), ("0", false), ("off", false)] {
+        let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+            .args(["--redis", &server.url(), "status", "nothing"])
+            .env("LATCHKEY_CLUSTER", value)
+            .output()
+            .unwrap();
+        let stderr = text(&output.stderr);
+        match cluster {
+            true => assert!(
+                stderr.contains("is not a Redis Cluster node"),
+                "{value}: {stderr}"
+            ),
+            // Not a cluster: the plain server says nothing is held.
+            false => assert_eq!(output.status.code(), Some(1), "{value}: {stderr}"),
+        }
+    }
+}
