@@ -191,7 +191,39 @@ pub async fn client(global: &Global) -> Result<Client, Failure> {
         Some(replicas) => client.with_wait_replicas(replicas, global.wait_timeout)?,
         None => client,
     };
+    if let (Some(replicas), Deployment::Single(url)) = (global.wait_replicas, deployment(global)?) {
+        warn_if_too_few_replicas(global, url, replicas).await;
+    }
     Ok(client.with_prefix(&global.prefix)?)
+}
+
+/// Says so when the server has fewer replicas connected than `--wait-replicas` asks
+/// to confirm: every grant then fails, and a command without `--wait` retries in
+/// silence until enough connect. (One server only: behind Sentinel the primary is
+/// the library's to find.) A check that cannot be made says nothing.
+async fn warn_if_too_few_replicas(global: &Global, url: &str, replicas: u32) {
+    let Ok(client) = redis_client(global, url) else {
+        return;
+    };
+    let info = async {
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        redis::cmd("INFO")
+            .arg("replication")
+            .query_async::<String>(&mut conn)
+            .await
+    };
+    let Ok(Ok(info)) = tokio::time::timeout(std::time::Duration::from_secs(1), info).await else {
+        return;
+    };
+    let connected = info
+        .lines()
+        .find_map(|line| line.strip_prefix("connected_slaves:"))
+        .and_then(|count| count.trim().parse::<u32>().ok());
+    if let Some(connected) = connected.filter(|&connected| connected < replicas) {
+        eprintln!(
+            "latchkey: --wait-replicas {replicas}, but the server has {connected} replica(s) connected: every grant fails until enough connect (without --wait, latchkey keeps trying)"
+        );
+    }
 }
 
 /// --tls-ca works with one server only so far: say so rather than ignore it.

@@ -365,3 +365,27 @@ fn refused_options_are_named_and_the_environment_says_yes_as_it_does() {
         }
     }
 }
+
+/// `--wait-replicas` on a server with fewer replicas connected says so at once:
+/// without `--wait`, every grant would fail in silence until enough connect.
+#[test]
+fn too_few_replicas_connected_is_said_at_once() {
+    let server = RedisServer::start().unwrap();
+    let output = latchkey(&[
+        "--redis",
+        &server.url(),
+        "--wait-replicas",
+        "1",
+        "run",
+        "job",
+        "--no-wait",
+        "--",
+        "true",
+    ]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
+    assert!(
+        stderr.contains("but the server has 0 replica(s) connected"),
+        "{stderr}"
+    );
+}
