@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use latchkey::election::{Leader, MAX_VALUE_LEN, Observer};
-use latchkey::{Client, Error, Lease};
+use latchkey::{Client, Error, Kind, Lease};
 use latchkey_testkit::FaultProxy;
 use redis::Commands;
 
@@ -51,13 +51,36 @@ async fn one_leader_at_a_time_and_the_next_one_has_a_greater_term() {
         election.leader().await.unwrap(),
         leader("host-a", first.term())
     );
+    // Busy as an election, not as the lock under it.
     let err = election.try_campaign("host-b").await.unwrap_err();
-    assert!(matches!(err, Error::Busy { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Busy {
+                kind: Kind::Election,
+                ..
+            }
+        ),
+        "{err}"
+    );
     let err = election
         .campaign_timeout("host-b", Duration::from_millis(200))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Busy { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Busy {
+                kind: Kind::Election,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().starts_with("election \"jobs\" is busy"),
+        "{err}"
+    );
 
     let waiting = tokio::spawn(async move { election.campaign("host-b").await });
     tokio::time::sleep(Duration::from_millis(200)).await;

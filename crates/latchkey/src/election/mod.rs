@@ -46,7 +46,7 @@ mod record;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::key::LockKey;
+use crate::key::{Kind, LockKey};
 use crate::lease::{Lease, Ttl};
 use crate::lock::{Fencing, LocalLocks, Mutex, MutexGuard};
 use crate::store::{LockStatus, RedisStore};
@@ -275,7 +275,7 @@ impl Election {
     pub async fn campaign_timeout(&self, value: &str, wait: Duration) -> Result<Leadership> {
         check_value(value)?;
         let deadline = tokio::time::Instant::now().checked_add(wait);
-        let guard = self.mutex.lock_timeout(wait).await?;
+        let guard = self.mutex.lock_timeout(wait).await.map_err(busy_election)?;
         let proclaiming = self.proclaim(value, guard);
         let Some(deadline) = deadline else {
             return proclaiming.await;
@@ -309,7 +309,8 @@ impl Election {
     /// ```
     pub async fn try_campaign(&self, value: &str) -> Result<Leadership> {
         check_value(value)?;
-        self.proclaim(value, self.mutex.try_lock().await?).await
+        let guard = self.mutex.try_lock().await.map_err(busy_election)?;
+        self.proclaim(value, guard).await
     }
 
     /// Who leads now: `None` when nobody holds the election, or its holder has not
@@ -455,4 +456,26 @@ fn check_value(value: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The election's lock busy is the election busy, for whoever reads the error.
+fn busy_election(error: Error) -> Error {
+    match error {
+        Error::Busy {
+            kind: _,
+            name,
+            key,
+            waited,
+            holder,
+            retry_after,
+        } => Error::Busy {
+            kind: Kind::Election,
+            name,
+            key,
+            waited,
+            holder,
+            retry_after,
+        },
+        other => other,
+    }
 }
