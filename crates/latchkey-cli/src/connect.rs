@@ -191,7 +191,10 @@ pub async fn client(global: &Global) -> Result<Client, Failure> {
         Some(replicas) => client.with_wait_replicas(replicas, global.wait_timeout)?,
         None => client,
     };
-    if let (Some(replicas), Deployment::Single(url)) = (global.wait_replicas, deployment(global)?) {
+    let single = client.store().deployment() == "single";
+    if let (Some(replicas), Deployment::Single(url), true) =
+        (global.wait_replicas, deployment(global)?, single)
+    {
         warn_if_too_few_replicas(global, url, replicas).await;
     }
     Ok(client.with_prefix(&global.prefix)?)
@@ -199,8 +202,9 @@ pub async fn client(global: &Global) -> Result<Client, Failure> {
 
 /// Says so when the server has fewer replicas connected than `--wait-replicas` asks
 /// to confirm: every grant then fails, and a command without `--wait` retries in
-/// silence until enough connect. (One server only: behind Sentinel the primary is
-/// the library's to find.) A check that cannot be made says nothing.
+/// silence until enough connect. (A primary alone: behind Sentinel the primary is
+/// the library's to find, and a cluster's nodes are many.) A check that cannot be
+/// made at once says nothing.
 async fn warn_if_too_few_replicas(global: &Global, url: &str, replicas: u32) {
     let Ok(client) = redis_client(global, url) else {
         return;
@@ -212,9 +216,13 @@ async fn warn_if_too_few_replicas(global: &Global, url: &str, replicas: u32) {
             .query_async::<String>(&mut conn)
             .await
     };
-    let Ok(Ok(info)) = tokio::time::timeout(std::time::Duration::from_secs(1), info).await else {
+    let Ok(Ok(info)) = tokio::time::timeout(std::time::Duration::from_millis(250), info).await
+    else {
         return;
     };
+    if !info.lines().any(|line| line.trim() == "role:master") {
+        return;
+    }
     let connected = info
         .lines()
         .find_map(|line| line.strip_prefix("connected_slaves:"))

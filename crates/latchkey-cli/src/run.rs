@@ -374,7 +374,7 @@ pub async fn hold_and_run<H: Held>(
         Ok(_) if !held_to_the_end => Err(Failure::with_status(
             exit::SOFTWARE,
             format!(
-                "the lease on {name:?} was lost before the command ended; its work may overlap the next holder's"
+                "the lease on {name:?} was lost before latchkey could release it (broken, or run out while Redis could not be reached); the command's work may overlap the next holder's"
             ),
         )),
         outcome => outcome,
@@ -396,8 +396,9 @@ pub async fn wait_for<H>(
             // giving back what it took, a waiter leaving its queue): let them land
             // before the process exits.
             Err(error) => {
+                let error = wait.counted(error);
                 latchkey::finish_background_releases(RELEASE_TIMEOUT).await;
-                Err(wait.counted(error).into())
+                Err(error.into())
             }
         },
         signal = signals.recv() => Err(interrupted(signal, name).await),
@@ -495,6 +496,19 @@ impl Signals {
             });
         }
         Ok(Signals(receiver))
+    }
+
+    /// A stop signal (INT, TERM, QUIT) received and not yet read, passing on every
+    /// signal read to `group` as it runs.
+    fn pending_stop(&mut self, group: Option<Pid>) -> Option<Signal> {
+        let mut stopping = None;
+        while let Ok(signal) = self.0.try_recv() {
+            forward(group, signal);
+            if STOPPING.contains(&signal) {
+                stopping.get_or_insert(signal);
+            }
+        }
+        stopping
     }
 
     pub async fn recv(&mut self) -> Signal {
@@ -607,6 +621,12 @@ async fn supervise<H: Held>(
         tokio::select! {
             status = child.wait() => {
                 let status = status.map_err(|e| Failure::software(format!("lost track of the command: {e}")))?;
+                // A stop signal that came as the command ended counts too.
+                if let Some(signal) = signals.pending_stop(pid) {
+                    if told_to_stop.replace(signal).is_none() && !lease_lost {
+                        kill_timer.as_mut().reset(after(hold.kill_after));
+                    }
+                }
                 let deadline = kill_timer.deadline();
                 if lease_lost {
                     // The rest of the group gets what is left of --kill-after, then SIGKILL.
@@ -618,33 +638,35 @@ async fn supervise<H: Held>(
                     // Processes it left behind may ignore that signal (a shell's `&`
                     // jobs ignore INT and QUIT): they get SIGTERM, then SIGKILL.
                     if signal != Signal::SIGTERM {
-                        forward(pid, Signal::SIGTERM);
+                        stop(pid, Signal::SIGTERM);
                     }
                     stop_group(pid, deadline, signals).await;
                 }
                 return Ok(exit_code(status));
             }
             signal = signals.recv() => {
-                forward(pid, signal);
                 if !STOPPING.contains(&signal) {
+                    forward(pid, signal);
                     continue;
                 }
+                stop(pid, signal);
                 // Told twice: no more waiting.
                 let kill_at = match told_to_stop.replace(signal) {
                     Some(_) => tokio::time::Instant::now(),
                     None if lease_lost => continue,
-                    None => tokio::time::Instant::now() + hold.kill_after,
+                    None => after(hold.kill_after),
                 };
                 kill_timer.as_mut().reset(kill_at);
             }
             () = &mut lost, if !lease_lost => {
                 let why = stop_reason(held, name, hold);
-                eprintln!("latchkey: {why}; sending SIGTERM (SIGKILL in {})", crate::output::human(hold.kill_after));
                 lease_lost = true;
-                forward(pid, Signal::SIGTERM);
+                stop(pid, Signal::SIGTERM);
                 if told_to_stop.is_none() {
-                    kill_timer.as_mut().reset(tokio::time::Instant::now() + hold.kill_after);
+                    kill_timer.as_mut().reset(after(hold.kill_after));
                 }
+                let left = kill_timer.deadline().saturating_duration_since(tokio::time::Instant::now());
+                eprintln!("latchkey: {why}; sending SIGTERM (SIGKILL in {})", crate::output::human(left));
             }
             () = &mut kill_timer, if (lease_lost || told_to_stop.is_some()) && !killed => {
                 forward(pid, Signal::SIGKILL);
@@ -665,6 +687,21 @@ fn stop_reason<H: Held>(held: &H, name: &str, hold: &HoldArgs) -> String {
         }
         _ => format!("the lease on {name:?} was lost"),
     }
+}
+
+/// `kill_after` from now; far in the future if that overflows.
+fn after(kill_after: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(kill_after)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
+}
+
+/// Sends a signal that stops the command to its group, and SIGCONT after it: a
+/// process stopped (a command reading the terminal gets SIGTTIN) would otherwise
+/// hold the signal until SIGKILL.
+fn stop(group: Option<Pid>, signal: Signal) {
+    forward(group, signal);
+    forward(group, Signal::SIGCONT);
 }
 
 /// Sends `signal` to the command's process group (its leader is the command).
@@ -694,21 +731,60 @@ async fn stop_group(group: Option<Pid>, deadline: tokio::time::Instant, signals:
 /// Whether the group is gone by `deadline`; false at once on a stopping signal
 /// (passed on to the group, as every signal is).
 async fn group_ends_by(group: Pid, deadline: tokio::time::Instant, signals: &mut Signals) -> bool {
-    while killpg(group, None).is_ok() {
+    while group_lives(group) {
         if tokio::time::Instant::now() >= deadline {
             return false;
         }
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(20)) => {}
             signal = signals.recv() => {
-                forward(Some(group), signal);
-                if STOPPING.contains(&signal) {
-                    return false;
+                if !STOPPING.contains(&signal) {
+                    forward(Some(group), signal);
+                    continue;
                 }
+                stop(Some(group), signal);
+                return false;
             }
         }
     }
     true
+}
+
+/// Whether a process of the group still runs. Processes that ended but were not
+/// reaped yet (zombies) do not count: latchkey reaps those that are its own (as a
+/// container's PID 1 it inherits the command's orphans), and another parent may
+/// take its time with the rest.
+fn group_lives(group: Pid) -> bool {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    // Its own: only orphans of the group it inherited (the command was reaped).
+    while let Ok(status) = waitpid(Pid::from_raw(-group.as_raw()), Some(WaitPidFlag::WNOHANG)) {
+        if status == WaitStatus::StillAlive {
+            break;
+        }
+    }
+    if killpg(group, None).is_err() {
+        return false;
+    }
+    running_in(group).unwrap_or(true)
+}
+
+/// Whether a process of `group` runs, by /proc (Linux); `None` if it cannot tell.
+fn running_in(group: Pid) -> Option<bool> {
+    let processes = std::fs::read_dir("/proc").ok()?;
+    let group = group.as_raw().to_string();
+    Some(processes.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // `pid (comm) state ppid pgrp …`: comm may hold spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            return false;
+        };
+        let mut fields = rest.split(' ');
+        let state = fields.next().unwrap_or("Z");
+        let in_group = fields.nth(1) == Some(group.as_str());
+        in_group && !matches!(state, "Z" | "X")
+    }))
 }
 
 /// The command's own status; a command killed by a signal gives 128 + its number,

@@ -157,6 +157,24 @@ fn held(server: &RedisServer, name: &str) -> bool {
         .unwrap()
 }
 
+/// Waits (10 s at most) for latchkey to exit; its status and what it said, or
+/// `None` if it still runs. `check` runs at every poll meanwhile.
+fn exit_of(latchkey: &mut Running, mut check: impl FnMut()) -> Option<(Option<i32>, String)> {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        check();
+        if let Some(status) = latchkey.try_wait().unwrap() {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = latchkey.stderr.take() {
+                std::io::Read::read_to_string(&mut pipe, &mut stderr).unwrap();
+            }
+            return Some((status.code(), stderr));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    None
+}
+
 /// Told to stop (Ctrl-C), latchkey passes INT on; what the command left running
 /// and deaf to INT is stopped (SIGTERM) before the lock is freed, so the next
 /// holder never overlaps it.
@@ -165,14 +183,19 @@ fn a_stop_signal_stops_what_the_command_left_running_before_the_lock_is_freed() 
     let server = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (script, worker) = with_worker(dir.path());
-    let latchkey = run(&server, &["job", "--kill-after", "5s"], &script);
+    let mut latchkey = run(&server, &["job", "--kill-after", "5s"], &script);
     let worker = pid_in(&worker);
     kill(Pid::from_raw(latchkey.id() as i32), Signal::SIGINT).unwrap();
-    let output = latchkey.wait_with_output().unwrap();
+    // Never the lock free while the worker runs: lock first, then the worker.
+    let mut overlapped = false;
+    let exited = exit_of(&mut latchkey, || {
+        overlapped |= !held(&server, "job") && alive(worker);
+    });
     let outlived = alive(worker);
     cleanup(&[worker]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let (code, stderr) = exited.expect("latchkey still runs");
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(!overlapped, "the lock was free while the worker ran");
     assert!(!outlived, "the command's worker outlived latchkey");
     assert!(!held(&server, "job"), "the lock outlived latchkey");
 }
@@ -188,27 +211,28 @@ fn a_command_deaf_to_a_stop_signal_is_killed_after_kill_after() {
         "trap '' TERM; echo $$ > {d}.tmp; mv {d}.tmp {d}; while :; do sleep 0.05; done",
         d = deaf.display()
     );
-    let latchkey = run(&server, &["job", "--kill-after", "300ms"], &script);
+    let mut latchkey = run(&server, &["job", "--kill-after", "300ms"], &script);
     let deaf = pid_in(&deaf);
     kill(Pid::from_raw(latchkey.id() as i32), Signal::SIGTERM).unwrap();
-    let output = latchkey.wait_with_output().unwrap();
+    let exited = exit_of(&mut latchkey, || {});
     let outlived = alive(deaf);
     cleanup(&[deaf]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(128 + 9), "{stderr}");
+    let (code, stderr) = exited.expect("latchkey still runs");
+    assert_eq!(code, Some(128 + 9), "{stderr}");
     assert!(!outlived, "the command outlived latchkey");
     assert!(!held(&server, "job"), "the lock outlived latchkey");
 }
 
 /// A second stop signal does not wait for `--kill-after`: the command deaf to the
-/// first is killed at once.
+/// first is killed at once. (INT, then TERM: two of one kind that arrive before
+/// latchkey reads the first may be read as one.)
 #[test]
 fn a_second_stop_signal_kills_at_once() {
     let server = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let deaf = dir.path().join("deaf");
     let script = format!(
-        "trap '' INT; echo $$ > {d}.tmp; mv {d}.tmp {d}; while :; do sleep 0.05; done",
+        "trap '' INT TERM; echo $$ > {d}.tmp; mv {d}.tmp {d}; while :; do sleep 0.05; done",
         d = deaf.display()
     );
     let mut latchkey = run(&server, &["job", "--kill-after", "60s"], &script);
@@ -216,24 +240,12 @@ fn a_second_stop_signal_kills_at_once() {
     let me = Pid::from_raw(latchkey.id() as i32);
     kill(me, Signal::SIGINT).unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    kill(me, Signal::SIGINT).unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = latchkey.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > Duration::from_secs(10) {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    kill(me, Signal::SIGTERM).unwrap();
+    let exited = exit_of(&mut latchkey, || {});
     let outlived = alive(deaf);
     cleanup(&[deaf]);
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(128 + 9),
-        "still running"
-    );
+    let (code, stderr) = exited.expect("latchkey still runs: the second signal waited");
+    assert_eq!(code, Some(128 + 9), "{stderr}");
     assert!(!outlived, "the command outlived latchkey");
 }
 
@@ -244,23 +256,26 @@ fn a_second_stop_signal_kills_at_once() {
 fn a_lease_lost_before_the_command_ends_is_reported_by_the_release() {
     let server = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let started = dir.path().join("started");
+    let (started, go) = (dir.path().join("started"), dir.path().join("go"));
+    // It ends once told to, after the lock is broken.
     let script = format!(
-        "echo $$ > {s}.tmp; mv {s}.tmp {s}; sleep 0.5",
-        s = started.display()
+        "echo $$ > {s}.tmp; mv {s}.tmp {s}; while [ ! -e {g} ]; do sleep 0.02; done",
+        s = started.display(),
+        g = go.display()
     );
     let latchkey = run(&server, &["job", "--ttl", "30s"], &script);
     pid_in(&started);
-    // An operator breaks the lock; the next renewal would be 10 s away.
+    // An operator breaks the lock; the next renewal is 10 s away.
     let _: () = redis::cmd("DEL")
         .arg("job")
         .query(&mut server.connection().unwrap())
         .unwrap();
+    std::fs::write(&go, "").unwrap();
     let output = latchkey.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(70), "{stderr}");
     assert!(
-        stderr.contains("was lost before the command ended"),
+        stderr.contains("was lost before latchkey could release it"),
         "{stderr}"
     );
 }
