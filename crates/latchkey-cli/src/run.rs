@@ -187,36 +187,18 @@ impl Wait {
 
     /// A busy lock's error, telling the whole `--wait` the user gave (connecting
     /// included), not only the part the library spent waiting for the lock.
-    fn counted(self, error: latchkey::Error) -> latchkey::Error {
-        match (self, error) {
-            (
-                Wait::Until(deadline),
-                latchkey::Error::Busy {
-                    kind,
-                    name,
-                    key,
-                    waited,
-                    holder,
-                    retry_after,
-                },
-            ) => latchkey::Error::Busy {
-                kind,
-                name,
-                key,
-                waited: waited.max(deadline.since.elapsed()),
-                holder,
-                retry_after,
-            },
-            (_, error) => error,
+    fn counted(self, mut error: latchkey::Error) -> latchkey::Error {
+        if let (Wait::Until(deadline), latchkey::Error::Busy { waited, .. }) = (self, &mut error) {
+            *waited = (*waited).max(deadline.since.elapsed());
         }
+        error
     }
 }
 
 impl HoldArgs {
     /// The lease `--ttl`, `--max-hold` and `--lock-delay` ask for, renewed while
-    /// the command runs.
-    /// An option the library refuses is named in the error (its figures are the
-    /// lease's, which the user may not recognise).
+    /// the command runs. An option the library refuses is named in the error (its
+    /// figures are the lease's, which the user may not recognise).
     pub fn lease(&self) -> Result<Lease, Failure> {
         let option = |name: &'static str| {
             move |error: latchkey::Error| Failure::usage(format!("{name}: {error}"))

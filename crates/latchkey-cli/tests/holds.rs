@@ -149,6 +149,16 @@ fn with_worker(dir: &Path) -> (String, PathBuf) {
     (script, worker)
 }
 
+/// A command deaf to `signals` (as `trap` names them) that writes its pid and loops.
+fn deaf_to(dir: &Path, signals: &str) -> (String, PathBuf) {
+    let deaf = dir.join("deaf");
+    let script = format!(
+        "trap '' {signals}; echo $$ > {d}.tmp; mv {d}.tmp {d}; while :; do sleep 0.05; done",
+        d = deaf.display()
+    );
+    (script, deaf)
+}
+
 /// Whether the lock `name` is held in `server`.
 fn held(server: &RedisServer, name: &str) -> bool {
     redis::cmd("EXISTS")
@@ -206,11 +216,7 @@ fn a_stop_signal_stops_what_the_command_left_running_before_the_lock_is_freed() 
 fn a_command_deaf_to_a_stop_signal_is_killed_after_kill_after() {
     let server = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let deaf = dir.path().join("deaf");
-    let script = format!(
-        "trap '' TERM; echo $$ > {d}.tmp; mv {d}.tmp {d}; while :; do sleep 0.05; done",
-        d = deaf.display()
-    );
+    let (script, deaf) = deaf_to(dir.path(), "TERM");
     let mut latchkey = run(&server, &["job", "--kill-after", "300ms"], &script);
     let deaf = pid_in(&deaf);
     kill(Pid::from_raw(latchkey.id() as i32), Signal::SIGTERM).unwrap();
@@ -230,11 +236,7 @@ fn a_command_deaf_to_a_stop_signal_is_killed_after_kill_after() {
 fn a_second_stop_signal_kills_at_once() {
     let server = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let deaf = dir.path().join("deaf");
-    let script = format!(
-        "trap '' INT TERM; echo $$ > {d}.tmp; mv {d}.tmp {d}; while :; do sleep 0.05; done",
-        d = deaf.display()
-    );
+    let (script, deaf) = deaf_to(dir.path(), "INT TERM");
     let mut latchkey = run(&server, &["job", "--kill-after", "60s"], &script);
     let deaf = pid_in(&deaf);
     let me = Pid::from_raw(latchkey.id() as i32);

@@ -459,23 +459,9 @@ fn check_value(value: &str) -> Result<()> {
 }
 
 /// The election's lock busy is the election busy, for whoever reads the error.
-fn busy_election(error: Error) -> Error {
-    match error {
-        Error::Busy {
-            kind: _,
-            name,
-            key,
-            waited,
-            holder,
-            retry_after,
-        } => Error::Busy {
-            kind: Kind::Election,
-            name,
-            key,
-            waited,
-            holder,
-            retry_after,
-        },
-        other => other,
+fn busy_election(mut error: Error) -> Error {
+    if let Error::Busy { kind, .. } = &mut error {
+        *kind = Kind::Election;
     }
+    error
 }
