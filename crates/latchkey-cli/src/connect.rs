@@ -158,7 +158,8 @@ pub async fn connect(global: &Global) -> Result<Connected, Failure> {
 /// replica wait and prefix.
 pub async fn client(global: &Global) -> Result<Client, Failure> {
     Prefix::new(&global.prefix)?;
-    let connected = match deployment(global)? {
+    let deployment = deployment(global)?;
+    let connected = match deployment {
         Deployment::Single(url) => {
             match Client::from_redis_client(redis_client(global, url)?).await {
                 // One node of a cluster: lock on the cluster, as `redis-cli -c` would.
@@ -193,7 +194,7 @@ pub async fn client(global: &Global) -> Result<Client, Failure> {
     };
     let single = client.store().deployment() == "single";
     if let (Some(replicas), Deployment::Single(url), true) =
-        (global.wait_replicas, deployment(global)?, single)
+        (global.wait_replicas, deployment, single)
     {
         warn_if_too_few_replicas(global, url, replicas).await;
     }

@@ -485,8 +485,7 @@ impl Signals {
     fn pending_stop(&mut self, group: Option<Pid>) -> Option<Signal> {
         let mut stopping = None;
         while let Ok(signal) = self.0.try_recv() {
-            forward(group, signal);
-            if STOPPING.contains(&signal) {
+            if pass_on(group, signal) {
                 stopping.get_or_insert(signal);
             }
         }
@@ -605,8 +604,8 @@ async fn supervise<H: Held>(
                 let status = status.map_err(|e| Failure::software(format!("lost track of the command: {e}")))?;
                 // A stop signal that came as the command ended counts too.
                 if let Some(signal) = signals.pending_stop(pid) {
-                    if told_to_stop.replace(signal).is_none() && !lease_lost {
-                        kill_timer.as_mut().reset(after(hold.kill_after));
+                    if let Some(at) = kill_at(&mut told_to_stop, signal, lease_lost, hold.kill_after) {
+                        kill_timer.as_mut().reset(at);
                     }
                 }
                 let deadline = kill_timer.deadline();
@@ -627,18 +626,12 @@ async fn supervise<H: Held>(
                 return Ok(exit_code(status));
             }
             signal = signals.recv() => {
-                if !STOPPING.contains(&signal) {
-                    forward(pid, signal);
+                if !pass_on(pid, signal) {
                     continue;
                 }
-                stop(pid, signal);
-                // Told twice: no more waiting.
-                let kill_at = match told_to_stop.replace(signal) {
-                    Some(_) => tokio::time::Instant::now(),
-                    None if lease_lost => continue,
-                    None => after(hold.kill_after),
-                };
-                kill_timer.as_mut().reset(kill_at);
+                if let Some(at) = kill_at(&mut told_to_stop, signal, lease_lost, hold.kill_after) {
+                    kill_timer.as_mut().reset(at);
+                }
             }
             () = &mut lost, if !lease_lost => {
                 let why = stop_reason(held, name, hold);
@@ -671,11 +664,39 @@ fn stop_reason<H: Held>(held: &H, name: &str, hold: &HoldArgs) -> String {
     }
 }
 
+/// When the group gets SIGKILL, now that `signal` told latchkey to stop (recorded in
+/// `told_to_stop`): `--kill-after` after the first, at once after a second; `None`
+/// keeps the timer a lost lease set.
+fn kill_at(
+    told_to_stop: &mut Option<Signal>,
+    signal: Signal,
+    lease_lost: bool,
+    kill_after: Duration,
+) -> Option<tokio::time::Instant> {
+    match told_to_stop.replace(signal) {
+        // Told twice: no more waiting.
+        Some(_) => Some(tokio::time::Instant::now()),
+        None if lease_lost => None,
+        None => Some(after(kill_after)),
+    }
+}
+
 /// `kill_after` from now; far in the future if that overflows.
 fn after(kill_after: Duration) -> tokio::time::Instant {
     let now = tokio::time::Instant::now();
     now.checked_add(kill_after)
         .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
+}
+
+/// Passes `signal` on to the command's group; whether it is one that stops it (sent
+/// as [`stop`] sends it).
+fn pass_on(group: Option<Pid>, signal: Signal) -> bool {
+    if !STOPPING.contains(&signal) {
+        forward(group, signal);
+        return false;
+    }
+    stop(group, signal);
+    true
 }
 
 /// Sends a signal that stops the command to its group, and SIGCONT after it: a
@@ -720,12 +741,9 @@ async fn group_ends_by(group: Pid, deadline: tokio::time::Instant, signals: &mut
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(20)) => {}
             signal = signals.recv() => {
-                if !STOPPING.contains(&signal) {
-                    forward(Some(group), signal);
-                    continue;
+                if pass_on(Some(group), signal) {
+                    return false;
                 }
-                stop(Some(group), signal);
-                return false;
             }
         }
     }
