@@ -217,6 +217,36 @@ async fn a_lease_broken_under_one_lock_is_reported() {
     free_within(&client, "l1", GIVEN_BACK).await;
 }
 
+/// An extend or a release that fails on one lock (a key of another type in its
+/// place) must not hide another lock's lost lease: the loss is the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_is_reported_even_when_another_release_fails() {
+    let (server, client) = common::start().await;
+    let set = client
+        .multi_lock(["la", "lb"])
+        .unwrap()
+        .with_lease(Lease::fixed(Duration::from_secs(30)).unwrap());
+    let guard = set.lock().await.unwrap();
+    let mut redis = common::connect(&server.url()).await;
+    let _: () = redis::pipe()
+        .del("la")
+        .del("lb")
+        .rpush("la", "not a lock")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let extended = guard.extend(Duration::from_secs(30)).await;
+    assert!(
+        matches!(extended, Err(Error::LeaseLost { .. })),
+        "lb's lease was broken: {extended:?}"
+    );
+    let released = guard.release().await;
+    assert!(
+        matches!(released, Ok(false)),
+        "lb's lease was broken: {released:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_set_is_validated_and_a_name_twice_is_one_lock() {
     let (_server, client) = common::start().await;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::{join_all, select_all, try_join_all};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lock::MutexGuard;
 use crate::store::{Pass, RedisStore, WakeUps};
 
@@ -174,8 +174,10 @@ impl<S: Pass + WakeUps> MultiLockGuard<S> {
     ///
     /// # Errors
     ///
-    /// As [`MutexGuard::extend`], for the first lock that failed; the others were
-    /// extended all the same.
+    /// As [`MutexGuard::extend`]: [`Error::LeaseLost`](crate::Error::LeaseLost)
+    /// when some lock is no longer ours, even if another lock's call failed (a
+    /// hold known lost says more than one that cannot be told); else the error of
+    /// the first lock that failed. The others were extended all the same.
     ///
     /// ```no_run
     /// # async fn demo(client: latchkey::Client) -> latchkey::Result<()> {
@@ -184,18 +186,26 @@ impl<S: Pass + WakeUps> MultiLockGuard<S> {
     /// # Ok(()) }
     /// ```
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
-        let extended = join_all(self.guards.iter().map(|guard| guard.extend(ttl))).await;
-        extended.into_iter().collect()
+        let mut extended = join_all(self.guards.iter().map(|guard| guard.extend(ttl))).await;
+        let lost = extended
+            .iter()
+            .position(|each| matches!(each, Err(Error::LeaseLost { .. })));
+        match lost {
+            Some(lost) => extended.swap_remove(lost),
+            None => extended.into_iter().collect(),
+        }
     }
 
     /// Releases every lock, together. `Ok(true)` when every one was still ours,
-    /// `Ok(false)` when some lease had ended before (check the work done under it).
+    /// `Ok(false)` when some lease had ended before (check the work done under it),
+    /// even if the release of another lock failed: a hold known lost says more
+    /// than one that cannot be told.
     ///
     /// # Errors
     ///
-    /// As [`MutexGuard::release`], for the first lock whose release failed: that
-    /// lock is still released, in the background. The others were released all the
-    /// same.
+    /// As [`MutexGuard::release`], for the first lock whose release failed, when no
+    /// other lock was found lost: that lock is still released, in the background.
+    /// The others were released all the same.
     ///
     /// # Cancel safety
     ///
@@ -211,11 +221,11 @@ impl<S: Pass + WakeUps> MultiLockGuard<S> {
     /// ```
     pub async fn release(self) -> Result<bool> {
         let released = join_all(self.guards.into_iter().map(MutexGuard::release)).await;
-        let mut all_ours = true;
-        for each in released {
-            all_ours &= each?;
+        if released.iter().any(|each| matches!(each, Ok(false))) {
+            return Ok(false);
         }
-        Ok(all_ours)
+        released.into_iter().collect::<Result<Vec<_>>>()?;
+        Ok(true)
     }
 
     /// The guards, each to release on its own (say, the locks a step no longer
