@@ -329,14 +329,20 @@ impl Holder {
 /// Everything under `name`; a name with nothing shows as a free lock. A quorum
 /// keeps only locks.
 async fn inspect(global: &Global, name: &str) -> Result<Vec<Primitive>, Failure> {
-    let found = match connect::retrying(None, || connect::connect(global)).await? {
-        Connected::Redis(client) => client.inspect(name).await?,
-        Connected::Quorum(client) => vec![Primitive::Lock(client.mutex(name)?.status().await?)],
-    };
-    Ok(match found.is_empty() {
-        true => vec![Primitive::Lock(LockStatus::new(None, None, None, 0))],
-        false => found,
-    })
+    Ok(
+        match connect::retrying(None, || connect::connect(global)).await? {
+            Connected::Redis(client) => {
+                let found = client.inspect(name).await?;
+                if !found.is_empty() {
+                    return Ok(found);
+                }
+                // Nothing of latchkey's: the lock's own status says "free", or that
+                // the key holds another application's data (which `inspect` skips).
+                vec![Primitive::Lock(client.mutex(name)?.status().await?)]
+            }
+            Connected::Quorum(client) => vec![Primitive::Lock(client.mutex(name)?.status().await?)],
+        },
+    )
 }
 
 /// `status NAME`: exit 0 when anything under the name is held, 1 when not.

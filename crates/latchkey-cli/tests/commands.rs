@@ -190,6 +190,28 @@ fn latchkey_fence_strictly_increases_over_successive_runs() {
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
 }
 
+/// A name whose key holds another application's data is not "free": `run` would
+/// refuse it, and `status` says why, as `run` does (exit 65).
+#[test]
+fn status_of_a_key_latchkey_did_not_write_says_so() {
+    let server = RedisServer::start().unwrap();
+    let _: () = redis::Commands::rpush(&mut server.connection().unwrap(), "jobs", "x").unwrap();
+    let status = output(&server, &["status", "jobs"]);
+    assert_eq!(status.status.code(), Some(65), "{}", stdout(&status));
+    assert!(
+        stderr(&status).contains("did not write"),
+        "{}",
+        stderr(&status)
+    );
+    let free = output(&server, &["status", "other"]);
+    assert_eq!(free.status.code(), Some(1), "{}", stderr(&free));
+    assert!(
+        stdout(&free).starts_with("other: free"),
+        "{}",
+        stdout(&free)
+    );
+}
+
 #[test]
 fn status_list_and_release_in_text_and_json() {
     let server = RedisServer::start().unwrap();
