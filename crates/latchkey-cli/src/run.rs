@@ -68,10 +68,16 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
                 .map(&mutex)
                 .collect::<latchkey::Result<Vec<_>>>()?;
             let order = named.iter().map(|mutex| mutex.key().clone()).collect();
+            let names = std::iter::once(name).chain(args.and.iter().map(String::as_str));
+            let names = names.map(str::to_owned).collect();
             let set = MultiLock::new(named)?;
             let taking = async {
                 let guard = take_all(&set, wait).await?;
-                Ok::<_, latchkey::Error>(Several { guard, order })
+                Ok::<_, latchkey::Error>(Several {
+                    guard,
+                    order,
+                    names,
+                })
             };
             hold_and_run(taking, wait, name, &args.hold, signals).await
         }
@@ -252,6 +258,12 @@ pub trait Held: Send + Sized {
     /// Releases it (a leadership resigns); whether it was still held.
     fn let_go(self) -> impl Future<Output = latchkey::Result<bool>> + Send;
 
+    /// The lock whose lease was lost, as messages name it (quoted): `name`, or of
+    /// several the first found lost; before any is, all of them.
+    fn lost_name(&self, name: &str) -> String {
+        format!("{name:?}")
+    }
+
     /// What the command's environment says of it, besides `LATCHKEY_FENCE` and
     /// `LATCHKEY_LOCK`.
     fn environment(
@@ -279,6 +291,8 @@ struct Several<S: Pass + WakeUps> {
     guard: MultiLockGuard<S>,
     /// The locks' keys as named: NAME first, then each `--and`.
     order: Vec<LockKey>,
+    /// Their names, in the same order.
+    names: Vec<String>,
 }
 
 impl<S: Pass + WakeUps> Several<S> {
@@ -309,6 +323,18 @@ impl<S: Pass + WakeUps> Held for Several<S> {
 
     fn let_go(self) -> impl Future<Output = latchkey::Result<bool>> + Send {
         self.guard.release()
+    }
+
+    fn lost_name(&self, _: &str) -> String {
+        let lost = self
+            .order
+            .iter()
+            .zip(&self.names)
+            .find(|(key, _)| self.get(key).is_ok_and(MutexGuard::is_lost));
+        match lost {
+            Some((_, name)) => format!("{name:?}"),
+            None => format!("one of {:?}", self.names),
+        }
     }
 
     async fn environment(&self) -> latchkey::Result<Vec<(&'static str, String)>> {
@@ -346,6 +372,7 @@ pub async fn hold_and_run<H: Held>(
         .map(Pid::from_raw);
     let reaper = group.and_then(Reaper::start);
     let outcome = supervise(child, group, &held, name, hold, &mut signals).await;
+    let lost_name = held.lost_name(name);
     let held_to_the_end = release(held).await;
     if let Some(reaper) = reaper {
         reaper.dismiss().await;
@@ -356,7 +383,7 @@ pub async fn hold_and_run<H: Held>(
         Ok(_) if !held_to_the_end => Err(Failure::with_status(
             exit::SOFTWARE,
             format!(
-                "the lease on {name:?} was lost before latchkey could release it (broken, or run out while Redis could not be reached); the command's work may overlap the next holder's"
+                "the lease on {lost_name} was lost before latchkey could release it (broken, or run out while Redis could not be reached); the command's work may overlap the next holder's"
             ),
         )),
         outcome => outcome,
@@ -660,7 +687,7 @@ fn stop_reason<H: Held>(held: &H, name: &str, hold: &HoldArgs) -> String {
                 crate::output::human(limit)
             )
         }
-        _ => format!("the lease on {name:?} was lost"),
+        _ => format!("the lease on {} was lost", held.lost_name(name)),
     }
 }
 

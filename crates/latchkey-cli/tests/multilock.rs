@@ -90,3 +90,33 @@ fn runs_naming_the_locks_in_opposite_orders_take_turns() {
     });
     assert!(started.elapsed() < Duration::from_secs(60));
 }
+
+/// A lease lost under the second lock is reported under that lock's name.
+#[test]
+fn a_lost_lease_names_the_lock_that_was_lost() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let script = format!("touch {}; sleep 30", ready.display());
+    let holding = latchkey(
+        &server.url(),
+        &[
+            "run", "a", "--and", "b", "--ttl", "1s", "--", "sh", "-c", &script,
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn_running();
+    let started = Instant::now();
+    while !ready.exists() {
+        assert!(started.elapsed() < Duration::from_secs(10), "never ran");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let broke = latchkey(&server.url(), &["release", "b", "--force"])
+        .output()
+        .unwrap();
+    assert!(broke.status.success());
+    let output = holding.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(70), "{stderr}");
+    assert!(stderr.contains("the lease on \"b\" was lost"), "{stderr}");
+}
