@@ -396,7 +396,8 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub name: LockName,
 
-    /// Print the result as one line of JSON.
+    /// Print the result as JSON: one line, one object, for each primitive found
+    /// under the name (a name can hold several kinds at once).
     #[arg(long)]
     pub json: bool,
 }
@@ -522,13 +523,15 @@ pub struct ReleaseArgs {
     #[arg(long, env = "LATCHKEY_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 
-    /// What to break under the name; default: whatever is held there (a lock, a
-    /// semaphore's permits, a read-write lock, an election's leader, deposed). A
-    /// rate limit is reset only with `--kind rate-limit`.
+    /// What to break under the name; default: every kind held there (a lock, a
+    /// semaphore's permits, a read-write lock, an election's leader, deposed),
+    /// each reported on a line of its own. A rate limit is reset only with `--kind
+    /// rate-limit` (every algorithm's state at once).
     #[arg(long, value_enum)]
     pub kind: Option<KindArg>,
 
-    /// Print the result as one line of JSON.
+    /// Print the result as JSON: one line, one object, for each primitive broken
+    /// under the name (a name can hold several kinds at once).
     #[arg(long)]
     pub json: bool,
 }

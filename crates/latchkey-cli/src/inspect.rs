@@ -431,7 +431,19 @@ pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> 
             };
             let mut broken = Vec::new();
             for kind in kinds {
-                broken.push((kind, client.force_release(name, kind).await?));
+                if kind != Kind::RateLimit {
+                    broken.push((kind, client.force_release(name, kind).await?));
+                    continue;
+                }
+                // One reset clears every algorithm's state: each is reported.
+                let before = client.inspect(name).await?;
+                let was = client.force_release(name, kind).await?;
+                let rates = before.into_iter().filter(|p| p.kind() == Kind::RateLimit);
+                let rates: Vec<_> = rates.map(|rate| (kind, Some(rate))).collect();
+                match was.is_some() && !rates.is_empty() {
+                    true => broken.extend(rates),
+                    false => broken.push((kind, was)),
+                }
             }
             broken
         }

@@ -208,12 +208,23 @@ fn status_and_release_see_a_read_write_lock_and_a_rate_limit() {
     // A count is not a hold: only --kind rate-limit resets it.
     let kept = text(&output(&server, &["release", "sms:1", "--force"]).stdout);
     assert_eq!(kept.trim(), "lock sms:1 was not held");
+    // State of a second algorithm under the name: the reset clears and names both.
+    let gcra = [
+        "throttle", "sms:1", "--algo", "gcra", "--limit", "1", "--per", "1h",
+    ];
+    assert!(output(&server, &gcra).status.success());
     let reset = output(
         &server,
         &["release", "sms:1", "--force", "--kind", "rate-limit"],
     );
-    assert!(text(&reset.stdout).starts_with("reset rate limit sms:1 (cooldown)"));
+    let reset = text(&reset.stdout);
+    assert!(
+        reset.starts_with("reset rate limit sms:1 (cooldown)"),
+        "{reset}"
+    );
+    assert!(reset.contains("reset rate limit sms:1 (gcra)"), "{reset}");
     assert!(output(&server, &throttle).status.success(), "allowed again");
+    assert!(output(&server, &gcra).status.success(), "allowed again");
 }
 
 /// Waits (up to 10 s) until `done` holds.
