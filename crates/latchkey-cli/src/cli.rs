@@ -569,9 +569,10 @@ pub struct ThrottleArgs {
     #[arg(long, value_enum, default_value_t = Algo::Fixed)]
     pub algo: Algo,
 
-    /// Calls allowed per period (at least 1): the window's limit, or GCRA's rate.
+    /// Calls allowed per period (1 to 2^50): the window's limit, or GCRA's rate.
     /// Not taken by --algo cooldown, which allows one.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    // The range is checked before connecting, in the library's words.
+    #[arg(long)]
     pub limit: Option<u64>,
 
     /// The period: the window, the cooldown, or GCRA's rate period.

@@ -399,7 +399,9 @@ fn throttle_flags_that_do_not_fit_the_algorithm_are_usage_errors() {
 #[test]
 fn every_misuse_is_one_line_and_a_documented_status() {
     let server = RedisServer::start().unwrap();
-    let cases: [(&[&str], i32); 7] = [
+    let cases: [(&[&str], i32); 9] = [
+        (&["throttle", "k", "--limit", "3", "--per", "1000000d"], 64),
+        (&["elect", "e", "--value", "", "--", "true"], 64),
         (&["run", "job", "true"], 64),
         (&["run", "job"], 64),
         (&["run", "job", "--wait", "5x", "--", "true"], 64),

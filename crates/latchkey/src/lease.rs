@@ -46,14 +46,19 @@ impl Ttl {
     /// # Ok::<(), latchkey::Error>(())
     /// ```
     pub fn new(ttl: Duration) -> Result<Self> {
+        Ttl::named(ttl, format_args!("TTL"))
+    }
+
+    /// [`new`](Self::new), with `what` naming the value in the error.
+    fn named(ttl: Duration, what: std::fmt::Arguments<'_>) -> Result<Self> {
         if ttl < Duration::from_millis(1) {
             return Err(Error::InvalidArgument(format!(
-                "TTL {ttl:?} is below 1ms, the smallest lease Redis's PX can set"
+                "{what} {ttl:?} is below 1ms, the smallest lease Redis's PX can set"
             )));
         }
         if ttl > MAX_TTL {
             return Err(Error::InvalidArgument(format!(
-                "TTL {ttl:?} is too large; the limit is {} days",
+                "{what} {ttl:?} is too large; the limit is {} days",
                 MAX_TTL.as_secs() / 86_400
             )));
         }
@@ -69,7 +74,7 @@ impl Ttl {
                 "{what} of {ttl:?} is too short; the least is {min:?}"
             )));
         }
-        Ttl::new(ttl)
+        Ttl::named(ttl, format_args!("{what} of"))
     }
 
     /// The lease in whole milliseconds (sub-millisecond parts are dropped).

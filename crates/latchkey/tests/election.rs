@@ -273,6 +273,8 @@ async fn only_the_lock_holder_s_record_counts() {
     let err = election.campaign(&huge).await.unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     assert!(err.to_string().contains("limit"), "{err}");
+    let err = election.campaign("").await.unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

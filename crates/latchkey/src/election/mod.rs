@@ -206,7 +206,8 @@ impl Election {
     }
 
     /// Checks a value a candidate would campaign with, as every campaign does before
-    /// it sends anything: at most [`MAX_VALUE_LEN`] bytes, no control characters.
+    /// it sends anything: not empty, at most [`MAX_VALUE_LEN`] bytes, no control
+    /// characters.
     ///
     /// # Errors
     ///
@@ -216,6 +217,7 @@ impl Election {
     /// use latchkey::election::Election;
     /// assert!(Election::check_value("10.0.0.7:8080").is_ok());
     /// assert!(Election::check_value("host-a\nhost-b term 1").is_err());
+    /// assert!(Election::check_value("").is_err());
     /// ```
     pub fn check_value(value: &str) -> Result<()> {
         check_value(value)
@@ -442,6 +444,11 @@ fn record_lifetime(lease: Lease) -> Duration {
 }
 
 fn check_value(value: &str) -> Result<()> {
+    if value.is_empty() {
+        return Err(Error::InvalidArgument(
+            "a candidate's value may not be empty: it is what tells who leads".to_owned(),
+        ));
+    }
     if value.len() > MAX_VALUE_LEN {
         return Err(Error::InvalidArgument(format!(
             "a candidate's value is {} bytes long; the limit is {MAX_VALUE_LEN}",
