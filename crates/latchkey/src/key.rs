@@ -9,10 +9,26 @@ use crate::error::{Error, Result};
 const MAX_NAME_LEN: usize = 1024;
 /// Longest prefix accepted, in bytes.
 const MAX_PREFIX_LEN: usize = 256;
-/// Suffixes of companion keys; a lock name may not end with one.
-const COMPANION_KINDS: [&str; 17] = [
-    "fence", "queue", "leases", "wake", "rate", "cooldown", "log", "tally", "gcra", "sem", "rw",
-    "used", "ended", "permits", "elect", "leader", "latch",
+/// Suffixes of companion keys (a lock name may not end with one), each with the
+/// Redis type latchkey keeps there (`wake` is a pub/sub channel, no key).
+const COMPANION_KINDS: [(&str, &str); 17] = [
+    ("fence", "string"),
+    ("queue", "zset"),
+    ("leases", "zset"),
+    ("wake", "none"),
+    ("rate", "string"),
+    ("cooldown", "string"),
+    ("log", "zset"),
+    ("tally", "hash"),
+    ("gcra", "string"),
+    ("sem", "zset"),
+    ("rw", "zset"),
+    ("used", "string"),
+    ("ended", "list"),
+    ("permits", "string"),
+    ("elect", "string"),
+    ("leader", "string"),
+    ("latch", "string"),
 ];
 
 /// What kind of latchkey primitive something is: named in messages
@@ -415,7 +431,22 @@ pub(crate) fn split_companion(key: &str) -> Option<(&str, &str)> {
 
 /// Whether `kind` names one of latchkey's companion keys (`fence`, `sem` …).
 fn is_companion_kind(kind: &str) -> bool {
-    COMPANION_KINDS.contains(&kind)
+    COMPANION_KINDS
+        .iter()
+        .any(|(companion, _)| *companion == kind)
+}
+
+/// The Redis type (as `TYPE` names it) latchkey keeps under `key`: a lock's key
+/// holds a string, each companion the type of its kind. What tells, after a
+/// `WRONGTYPE`, which key holds data latchkey did not write.
+pub(crate) fn redis_type(key: &str) -> &'static str {
+    let Some((_, kind)) = split_companion(key) else {
+        return "string";
+    };
+    let known = COMPANION_KINDS
+        .iter()
+        .find(|(companion, _)| *companion == kind);
+    known.map_or("string", |(_, redis_type)| redis_type)
 }
 
 fn validate_name(name: &str) -> Result<()> {
@@ -552,7 +583,7 @@ mod tests {
     #[test]
     fn companion_keys_are_told_from_lock_names() {
         // What `split_companion` rests on.
-        assert!(COMPANION_KINDS.iter().all(|kind| !kind.contains(':')));
+        assert!(COMPANION_KINDS.iter().all(|(kind, _)| !kind.contains(':')));
         assert_eq!(
             split_companion("{a}:lk:sem:lk:fence"),
             Some(("{a}:lk:sem", "fence"))
@@ -597,5 +628,71 @@ mod tests {
         assert_eq!(hash_tag("{}a{b}"), None);
         assert_eq!(hash_tag("x{a{b}c}"), Some("a{b"));
         assert_eq!(hash_tag("none"), None);
+    }
+
+    /// The type table names, for every key the primitives write, the type they
+    /// write there: each primitive is used (a lock with a queue and a fence, a
+    /// semaphore, a read-write lock, every rate limit, an election, a latch) and
+    /// every key found is checked. A new companion or a script that changes a
+    /// key's type must change the table, or a WRONGTYPE would name a sound key.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_type_table_matches_the_keys_the_primitives_write() {
+        use crate::ratelimit::Policy;
+        use std::time::Duration;
+        let server = latchkey_testkit::RedisServer::start().unwrap();
+        let client = crate::Client::open(&server.url()).await.unwrap();
+        let long = Duration::from_secs(60);
+        let holder = client.mutex("l").unwrap().try_lock().await.unwrap();
+        holder.fence().await.unwrap();
+        // Another client: one client's own tasks wait in its local line, not in Redis.
+        let other = crate::Client::open(&server.url()).await.unwrap();
+        let waiter = other.mutex("l").unwrap();
+        let waiting =
+            tokio::spawn(async move { waiter.lock_timeout(Duration::from_secs(5)).await });
+        let permit = client
+            .semaphore("s", 2)
+            .unwrap()
+            .try_acquire(1)
+            .await
+            .unwrap();
+        let read = client.rw_lock("r").unwrap().try_read().await.unwrap();
+        for policy in [
+            Policy::fixed_window(5, long),
+            Policy::sliding_window(5, long),
+            Policy::gcra(5, long, 1),
+            Policy::cooldown(long),
+        ] {
+            let limiter = client.rate_limiter("t", policy.unwrap()).unwrap();
+            limiter.check(1).await.unwrap();
+        }
+        let leading = client.election("e").unwrap().campaign("me").await.unwrap();
+        client.latch("c", 2).unwrap().count_down().await.unwrap();
+        // The waiter queued (its queue and waiter leases exist) before the look.
+        let mut admin = server.connection().unwrap();
+        let mut queued = || {
+            let queue: Option<usize> = redis::cmd("ZCARD")
+                .arg("{l}:lk:queue")
+                .query(&mut admin)
+                .ok();
+            queue.unwrap_or(0)
+        };
+        let started = std::time::Instant::now();
+        while queued() == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the waiter never queued"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut admin = server.connection().unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
+        assert!(keys.len() >= 15, "{keys:?}");
+        for key in &keys {
+            let found: String = redis::cmd("TYPE").arg(key).query(&mut admin).unwrap();
+            assert_eq!(found, redis_type(key), "{key}");
+        }
+        drop((permit, read, leading));
+        holder.release().await.unwrap();
+        waiting.await.unwrap().unwrap().release().await.unwrap();
     }
 }

@@ -197,6 +197,42 @@ async fn a_key_of_another_type_is_wrongtype_not_busy() {
     assert_eq!(item, 1);
 }
 
+/// A companion key of another type is the key the error names, not the
+/// primitive's name (which may be a sound key, or another application's).
+#[tokio::test]
+async fn a_companion_key_of_another_type_is_the_key_named() {
+    let server = RedisServer::start().unwrap();
+    let mut admin = server.connection().unwrap();
+    let client = Client::open(&server.url()).await.unwrap();
+    let foreign = [
+        "{pool}:lk:sem:lk:permits",
+        "{sms}:lk:rate",
+        "{jobs}:lk:elect:lk:leader",
+    ];
+    for key in foreign {
+        let _: () = admin.rpush(key, "not latchkey's").unwrap();
+    }
+    let semaphore = client.semaphore("pool", 2).unwrap();
+    let limiter = client
+        .rate_limiter(
+            "sms",
+            latchkey::ratelimit::Policy::fixed_window(5, Duration::from_secs(60)).unwrap(),
+        )
+        .unwrap();
+    let election = client.election("jobs").unwrap();
+    let errors = [
+        semaphore.try_acquire(1).await.map(drop),
+        limiter.check(1).await.map(drop),
+        election.try_campaign("me").await.map(drop),
+    ];
+    for (key, error) in foreign.iter().zip(errors) {
+        match error {
+            Err(Error::WrongType { key: named }) => assert_eq!(&named, key),
+            other => panic!("{key}: expected WrongType, got {other:?}"),
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_read_only_replica_says_so() {
     let primary = RedisServer::start().unwrap();

@@ -13,6 +13,8 @@ use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind
 pub(crate) struct ScriptCall<'a> {
     script: &'a Script,
     cmd: Cmd,
+    /// How many of its arguments, after the SHA and the count, are keys.
+    keys: usize,
 }
 
 /// Room for the arguments a call adds after its keys, so the command's buffers
@@ -34,7 +36,20 @@ impl<'a> ScriptCall<'a> {
         for key in keys {
             cmd.arg(key.as_ref());
         }
-        ScriptCall { script, cmd }
+        ScriptCall {
+            script,
+            cmd,
+            keys: keys.len(),
+        }
+    }
+
+    /// Its keys (`KEYS`), as sent.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
+        let args = self.cmd.args_iter().skip(3).take(self.keys);
+        args.filter_map(|arg| match arg {
+            redis::Arg::Simple(bytes) => std::str::from_utf8(bytes).ok(),
+            _ => None,
+        })
     }
 
     /// Appends an argument (`ARGV`).

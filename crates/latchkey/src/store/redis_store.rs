@@ -451,7 +451,7 @@ impl RedisStore {
             self.context(loaded, key.as_str())?;
             reply = pipe.query_async(&mut conn).await;
         }
-        let (value, acked): (T, u32) = self.context(reply, key.as_str())?;
+        let (value, acked): (T, u32) = self.script_context(reply, &mut conn, call, key).await?;
         Ok((value, Some(acked)))
     }
 
@@ -670,7 +670,47 @@ impl RedisStore {
             tokio::time::sleep(pause).await;
             reply = call.invoke(&mut conn).await;
         }
-        self.context(reply, key.as_str())
+        self.script_context(reply, &mut conn, call, key).await
+    }
+
+    /// [`context`](Self::context) for a reply of `call`: a WRONGTYPE names the
+    /// key that holds another type ([`foreign_key`](Self::foreign_key)).
+    async fn script_context<T>(
+        &self,
+        reply: RedisResult<T>,
+        conn: &mut Connection,
+        call: &ScriptCall<'_>,
+        key: &LockKey,
+    ) -> Result<T> {
+        match self.context(reply, key.as_str()) {
+            // Boxed: the error path's pipeline stays out of every call's future.
+            Err(Error::WrongType { key }) => Err(Box::pin(self.foreign_key(conn, call, key)).await),
+            reply => reply,
+        }
+    }
+
+    /// The error for a script that met a key of another type: the key of `call`
+    /// that holds a type latchkey does not keep there, found by `TYPE` (a script's
+    /// WRONGTYPE does not say which), else `key`, the primitive's. Only on this
+    /// error path: an operator told to clear "{pool}:lk:sem" must not be sent to
+    /// a key that is fine.
+    async fn foreign_key(
+        &self,
+        conn: &mut Connection,
+        call: &ScriptCall<'_>,
+        key: String,
+    ) -> Error {
+        let mut pipe = redis::pipe();
+        for each in call.keys() {
+            pipe.cmd("TYPE").arg(each);
+        }
+        let types: Vec<String> = pipe.query_async(conn).await.unwrap_or_default();
+        let foreign = call.keys().zip(&types).find(|(each, found)| {
+            found.as_str() != "none" && found.as_str() != crate::key::redis_type(each)
+        });
+        Error::WrongType {
+            key: foreign.map_or(key, |(each, _)| each.to_owned()),
+        }
     }
 
     /// Sorts a failed reply into latchkey's errors, naming this node and `key`.
