@@ -113,12 +113,13 @@ pub(crate) fn is_latchkey_owner(value: &str) -> bool {
 }
 
 /// Masks any owner value (ours or another library's) for display: the first 4
-/// characters and an ellipsis.
+/// characters and an ellipsis; a value of 8 characters or fewer, which 4 would
+/// half give away, is "(hidden)" (a bare "…" read as if nobody held it).
 pub(crate) fn mask_owner(owner: &str) -> String {
-    let shown: String = owner.chars().take(4).collect();
     if owner.chars().count() <= 8 {
-        return "…".to_owned();
+        return "(hidden)".to_owned();
     }
+    let shown: String = owner.chars().take(4).collect();
     format!("{shown}…")
 }
 

@@ -80,13 +80,16 @@ impl LockStatus {
         self.holder.as_deref().is_some_and(is_latchkey_owner)
     }
 
-    /// The holder's token, masked for display: its first 4 characters and "…" (only
-    /// "…" for a value of 8 characters or fewer, so a short one is not shown whole).
+    /// The holder's token, masked for display: its first 4 characters and "…"
+    /// ("(hidden)" for a value of 8 characters or fewer, so a short one is not
+    /// half shown).
     ///
     /// ```
     /// let holder = "3cd1a5e09f7b4c2d8e6f1a0b9c8d7e6f".to_owned();
     /// let status = latchkey::LockStatus::new(Some(holder), None, None, 0);
     /// assert_eq!(status.masked_holder().as_deref(), Some("3cd1…"));
+    /// let short = latchkey::LockStatus::new(Some("1".to_owned()), None, None, 0);
+    /// assert_eq!(short.masked_holder().as_deref(), Some("(hidden)"));
     /// ```
     pub fn masked_holder(&self) -> Option<String> {
         self.holder.as_deref().map(mask_owner)
