@@ -86,8 +86,9 @@ pub enum Command {
     Run(RunArgs),
     /// Show what is held under a name (a lock, a semaphore's permits, a read-write
     /// lock, rate-limit state, an election's leader, a latch's count): by whom
-    /// (masked), for how long, who waits. Exit 0 if anything is held, 1 if not, 65
-    /// if the name's key holds data latchkey did not write.
+    /// (masked), for how long, who waits. Exit 0 if anything is held (a lock,
+    /// permits, a leader), 1 if not, 65 if the name's key holds data latchkey did
+    /// not write.
     Status(StatusArgs),
     /// List the locks, semaphores, read-write locks, rate limits, elections and
     /// latches in use under the prefix (SCAN, never KEYS).
