@@ -425,14 +425,15 @@ pub struct ListArgs {
 pub struct WatchArgs {
     /// Keys walked per refresh and server: the COUNT of one SCAN (on a cluster one
     /// per primary, on a quorum one per master). A larger keyspace is covered over
-    /// several refreshes.
-    #[arg(long, value_name = "KEYS", default_value_t = 500)]
+    /// several refreshes (1 to 1 000 000).
+    #[arg(long, value_name = "KEYS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub scan_count: u64,
 
     /// Names read per refresh, at most (one script call each, reading that name's
     /// keys): half for the names in use, the rest for the names the walk found
-    /// (every string key is read once per walk; the walk waits while they wait).
-    #[arg(long, value_name = "NAMES", default_value_t = 500)]
+    /// (every string key is read once per walk; the walk waits while they wait; at
+    /// least 1).
+    #[arg(long, value_name = "NAMES", default_value_t = 500, value_parser = at_least_one)]
     pub reads: usize,
 
     /// Also show string keys a latchkey client does not hold: other libraries'
@@ -752,4 +753,14 @@ fn bench_duration(text: &str) -> Result<Duration, String> {
         return Err("a bench needs at least 100ms per implementation".to_owned());
     }
     Ok(duration)
+}
+
+/// A count of at least 1 (`--reads`: a refresh that may read nothing shows nothing).
+#[cfg(any(feature = "top", feature = "exporter"))]
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(error) => Err(error.to_string()),
+    }
 }

@@ -277,6 +277,28 @@ async fn only_the_lock_holder_s_record_counts() {
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
 }
 
+/// A wait so long that the grace to proclaim past it overflows the clock is no
+/// panic: the campaign then waits without a cut-off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_with_the_longest_wait_does_not_overflow() {
+    let (_server, client) = common::start().await;
+    // The longest wait the clock can add to now, found by halving.
+    let now = tokio::time::Instant::now();
+    let (mut fits, mut overflows) = (Duration::ZERO, Duration::MAX);
+    while overflows - fits > Duration::from_millis(1) {
+        let mid = fits + (overflows - fits) / 2;
+        match now.checked_add(mid) {
+            Some(_) => fits = mid,
+            None => overflows = mid,
+        }
+    }
+    // 50 ms short of it: the deadline fits, the 100 ms grace after it does not.
+    let wait = fits - Duration::from_millis(50);
+    let election = client.election("longest").unwrap();
+    let leading = election.campaign_timeout("me", wait).await.unwrap();
+    assert!(leading.resign().await.unwrap());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_keep_colons_and_unicode() {
     let (_server, client) = common::start().await;

@@ -271,6 +271,16 @@ async fn a_corrupted_fencing_counter_fails_the_acquire_and_leaves_the_lock_free(
         "{fence:?}"
     );
     assert!(guard.release().await.unwrap());
+    // Numbers that are no count latchkey wrote: above 2^53 (every grant would get
+    // the same token), negative, not a number, or too large for Lua to count on.
+    for stored in ["9007199254740993", "-5", "nan", "1e300"] {
+        let _: () = admin.set("{broken}:lk:fence", stored).unwrap();
+        let result = eager.try_lock().await;
+        assert!(
+            matches!(&result, Err(e @ Error::Redis { .. }) if e.to_string().contains("delete it")),
+            "{stored}: {result:?}"
+        );
+    }
 }
 
 #[tokio::test]

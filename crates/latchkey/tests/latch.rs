@@ -93,6 +93,29 @@ async fn every_caller_must_give_the_same_count() {
     ));
 }
 
+/// A latch key written by hand with more left than its count (which no latch
+/// has) is data latchkey did not write: a count down names it in the error, never
+/// counts on it; a look refuses a count too large to be a latch's.
+#[tokio::test]
+async fn a_latch_with_more_left_than_its_count_is_refused() {
+    let (server, client) = common::start().await;
+    let mut admin = server.connection().unwrap();
+    let latch = client.latch("odd", 3).unwrap();
+    for stored in ["99999999999999999999:3", "4:3"] {
+        let _: () = admin.set("{odd}:lk:latch", stored).unwrap();
+        let mut results = vec![latch.count_down().await.map(drop)];
+        if stored.len() > 4 {
+            results.push(latch.left().await.map(drop));
+        }
+        for result in results {
+            match result {
+                Err(Error::WrongType { key }) => assert_eq!(key, "{odd}:lk:latch"),
+                other => panic!("{stored}: expected WrongType, got {other:?}"),
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_latch_times_out_and_its_key_expires_after_its_lifetime() {
     let (server, client) = common::start().await;

@@ -352,6 +352,49 @@ async fn a_sliding_window_that_lost_its_tally_counts_from_its_log() {
     assert!(denied.retry_after.unwrap() > Duration::from_secs(50));
 }
 
+/// Rate-limit state written by hand: a count that is no count is an error naming
+/// its key (never more room, never a limit lifted); a GCRA time far ahead or
+/// huge is held to one burst (never a panic, never denied for ever); a sliding
+/// window's tally that is no count is counted again from its log.
+#[tokio::test]
+async fn rate_limit_state_written_by_hand_is_refused_or_repaired() {
+    let (server, client) = common::start().await;
+    let mut conn = common::connect(&server.url()).await;
+    let minute = Duration::from_secs(60);
+    let fixed = client
+        .rate_limiter("f", Policy::fixed_window(5, minute).unwrap())
+        .unwrap();
+    for stored in ["-5", "nan", "inf", "1.5"] {
+        let _: () = conn.set("{f}:lk:rate", stored).await.unwrap();
+        match fixed.check(1).await {
+            Err(Error::WrongType { key }) => assert_eq!(key, "{f}:lk:rate", "{stored}"),
+            other => panic!("{stored}: expected WrongType, got {other:?}"),
+        }
+    }
+    let gcra = client
+        .rate_limiter("g", Policy::gcra(10, Duration::from_secs(1), 4).unwrap())
+        .unwrap();
+    for stored in ["1e300", "99999999999999999999", "inf"] {
+        let _: () = conn.set("{g}:lk:gcra", stored).await.unwrap();
+        let denied = gcra.check(1).await.unwrap();
+        assert!(!denied.allowed, "{stored}");
+        let wait = denied.retry_after.unwrap();
+        assert!(wait <= Duration::from_millis(600), "{stored}: {wait:?}");
+    }
+    let _: () = conn.set("{g}:lk:gcra", "nan").await.unwrap();
+    assert!(matches!(gcra.check(1).await, Err(Error::WrongType { .. })));
+    let _: () = conn.set("{g}:lk:gcra", "-5").await.unwrap();
+    assert!(gcra.check(1).await.unwrap().allowed);
+    let sliding = client
+        .rate_limiter("s", Policy::sliding_window(5, minute).unwrap())
+        .unwrap();
+    assert!(sliding.check(2).await.unwrap().allowed);
+    for stored in ["1e300", "-5", "nan"] {
+        let _: () = conn.hset("{s}:lk:tally", "total", stored).await.unwrap();
+        assert_eq!(sliding.peek().await.unwrap().remaining, 3, "{stored}");
+    }
+}
+
 /// Issue "A newcomer's second hour", item 10: a limiter can wait. `acquire` sleeps
 /// until the denial's `retry_after` and returns once allowed; `acquire_timeout`
 /// gives the denied decision back at once when the limit says the call cannot pass

@@ -612,6 +612,26 @@ async fn the_weight_held_survives_a_lost_tally_and_ended_leases() {
     }
 }
 
+/// A weight sum written by hand ("-5", "nan") is counted again from the holders,
+/// never trusted: it would let more holders in than there are permits.
+#[tokio::test]
+async fn a_weight_sum_that_is_not_a_count_is_counted_again() {
+    let (server, client) = common::start().await;
+    let pool = client.semaphore("odd", 1).unwrap();
+    let held = pool.try_acquire(1).await.unwrap();
+    let mut admin = common::connect(&server.url()).await;
+    for stored in ["-5", "nan", "0.5", "inf"] {
+        let _: () = admin.set("{odd}:lk:sem:lk:used", stored).await.unwrap();
+        let second = pool.try_acquire(1).await;
+        assert!(
+            matches!(second, Err(Error::Busy { .. })),
+            "{stored}: {second:?}"
+        );
+        assert_eq!(pool.available().await.unwrap(), 0, "{stored}");
+    }
+    assert!(held.release().await.unwrap());
+}
+
 /// Issue "A newcomer's second hour", item 5: the permit count is stored with the
 /// semaphore while it is in use. A caller that says 2 where the holders said 1 is
 /// refused, instead of becoming a second holder of a one-permit semaphore; once

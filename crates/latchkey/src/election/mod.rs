@@ -284,7 +284,11 @@ impl Election {
         };
         // A lock won at (or after) the deadline still gets the grace to proclaim.
         // Dropped, the proclamation steps down in the background.
-        let cut_off = deadline.max(tokio::time::Instant::now()) + PROCLAIM_GRACE;
+        let cut_off = deadline.max(tokio::time::Instant::now());
+        // A wait so long that the grace overflows the clock waits without cut-off.
+        let Some(cut_off) = cut_off.checked_add(PROCLAIM_GRACE) else {
+            return proclaiming.await;
+        };
         tokio::time::timeout_at(cut_off, proclaiming)
             .await
             .unwrap_or_else(|_| {

@@ -87,7 +87,21 @@ impl Headers {
     }
 }
 
-/// Whole seconds, rounded up.
+/// Whole seconds, rounded up (a wait beyond u64 seconds says the most it can,
+/// never a wrapped "retry at once").
 fn seconds_up(time: std::time::Duration) -> u64 {
-    time.as_micros().div_ceil(1_000_000) as u64
+    u64::try_from(time.as_micros().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A wait longer than u64 seconds says the most it can, never "retry at once".
+    #[test]
+    fn the_longest_wait_is_not_wrapped_to_zero() {
+        assert_eq!(seconds_up(Duration::MAX), u64::MAX);
+        assert_eq!(seconds_up(Duration::from_millis(1_001)), 2);
+    }
 }

@@ -159,7 +159,8 @@ impl<S: RateStore> RateLimiter<S> {
                 }
                 Err(error) => return Err(error),
             };
-            if deadline.is_some_and(|deadline| Instant::now() + pause > deadline) {
+            let after_pause = Instant::now().checked_add(pause);
+            if deadline.is_some_and(|deadline| after_pause.is_none_or(|at| at > deadline)) {
                 return last;
             }
             tokio::time::sleep(pause).await;

@@ -136,7 +136,9 @@ impl Policy {
 
     /// A steady `rate` calls per `per`, plus bursts of up to `burst` calls more
     /// (redis-cell's `CL.THROTTLE key burst rate per`): after a quiet spell,
-    /// `burst + 1` calls pass at once, then one every `per / rate`.
+    /// `burst + 1` calls pass at once, then one every `per / rate`. The spacing is
+    /// kept in whole µs, rounded up: a rate that does not divide `per` into whole
+    /// µs is kept a little below, never above (300 000 a second: one every 4 µs).
     ///
     /// # Errors
     ///
@@ -151,12 +153,12 @@ impl Policy {
     /// ```
     pub fn gcra(rate: u64, per: Duration, burst: u64) -> Result<Self> {
         let policy = Policy::new(Algorithm::Gcra { burst }, rate, per)?;
-        let interval = policy.emission_interval_us();
-        if interval == 0 {
+        if (policy.period.as_duration().as_micros() as u64) < rate {
             return invalid(format!(
                 "a rate of {rate} per {per:?} is more than one call per µs"
             ));
         }
+        let interval = policy.emission_interval_us();
         let span = burst.checked_add(1).and_then(|n| n.checked_mul(interval));
         if span.is_none_or(|span| span > MAX_TTL.as_micros() as u64) {
             return invalid(format!(
@@ -368,7 +370,9 @@ impl Policy {
         let interval = self.emission_interval_us() as i64;
         let tolerance = interval * self.capacity() as i64;
         let allowed = reply >= 0;
-        let ahead = if allowed { reply } else { -reply - 1 };
+        // -(reply + 1): a denied reply is at most -1, so this cannot overflow, as
+        // -reply - 1 did for the i64::MIN Redis makes of a huge Lua number.
+        let ahead = if allowed { reply } else { -(reply + 1) };
         let remaining = (tolerance - ahead).max(0) / interval.max(1);
         let retry = match allowed {
             true => -1,
@@ -380,9 +384,11 @@ impl Policy {
         (i64::from(allowed), remaining, retry, ahead)
     }
 
-    /// GCRA's spacing between calls at the steady rate, in whole µs.
+    /// GCRA's spacing between calls at the steady rate, in whole µs, rounded up:
+    /// a rate that does not divide its period into whole µs is kept a little
+    /// below, never above (500 001 a second would be 1 µs apart, twice the rate).
     fn emission_interval_us(&self) -> u64 {
-        self.period.as_duration().as_micros() as u64 / self.quota
+        (self.period.as_duration().as_micros() as u64).div_ceil(self.quota)
     }
 }
 
@@ -439,6 +445,32 @@ mod tests {
         // Full capacity: nothing ahead.
         let idle = policy.decision(ScriptReply::Ahead(0), 1);
         assert_eq!(idle, Decision::new(true, 5, 5, None, Duration::ZERO));
+    }
+
+    /// The spacing is rounded up, so the rate kept is never above the one given;
+    /// more than one call a µs is refused; a denial as far ahead as Redis can say
+    /// (i64::MIN, what it makes of a huge Lua number) is no overflow.
+    #[test]
+    fn gcra_never_keeps_more_than_its_rate() {
+        let second = Duration::from_secs(1);
+        let odd = Policy::gcra(500_001, second, 0).unwrap();
+        assert_eq!(odd.emission_interval_us(), 2);
+        assert_eq!(
+            Policy::gcra(300_000, second, 0)
+                .unwrap()
+                .emission_interval_us(),
+            4
+        );
+        assert_eq!(
+            Policy::gcra(1_000_000, second, 0)
+                .unwrap()
+                .emission_interval_us(),
+            1
+        );
+        assert!(Policy::gcra(1_000_001, second, 0).is_err());
+        let denied = odd.decision(ScriptReply::Ahead(i64::MIN), 1);
+        assert!(!denied.allowed);
+        assert!(denied.retry_after.unwrap() > Duration::from_secs(86_400 * 365));
     }
 
     #[test]

@@ -691,7 +691,8 @@ impl RedisStore {
 
     /// The error for a script that met a key of another type: the key of `call`
     /// that holds a type latchkey does not keep there, found by `TYPE` (a script's
-    /// WRONGTYPE does not say which), else `key`, the primitive's. Only on this
+    /// WRONGTYPE does not say which); else its first key, whose content the
+    /// scripts check (a rate limit's count, a latch's "left:count"). Only on this
     /// error path: an operator told to clear "{pool}:lk:sem" must not be sent to
     /// a key that is fine.
     async fn foreign_key(
@@ -708,8 +709,9 @@ impl RedisStore {
         let foreign = call.keys().zip(&types).find(|(each, found)| {
             found.as_str() != "none" && found.as_str() != crate::key::redis_type(each)
         });
+        let foreign = foreign.map(|(each, _)| each).or_else(|| call.keys().next());
         Error::WrongType {
-            key: foreign.map_or(key, |(each, _)| each.to_owned()),
+            key: foreign.map_or(key, str::to_owned),
         }
     }
 

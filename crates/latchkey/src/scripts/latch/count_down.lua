@@ -16,7 +16,8 @@ local left = tonumber(count)
 local stored = redis.call('GET', latch)
 if stored then
   local stored_left, stored_count = string.match(stored, '^(%d+):(%d+)$')
-  if not stored_left then
+  -- A latch never has more left than its count.
+  if not stored_left or tonumber(stored_left) > tonumber(stored_count) then
     return redis.error_reply('WRONGTYPE the latch key holds something that is not a count')
   end
   if stored_count ~= count then

@@ -5,15 +5,15 @@
 -- `before_grant` before the script's first write; `grant` itself only writes.
 
 -- The last fencing token handed out (0 if the counter is gone). Raises if the
--- counter holds something that is not a count.
+-- counter holds something that is not a count (see is_count).
 local function last_fence(fence_key)
   local stored = redis.call('GET', fence_key)
   if not stored then
     return 0
   end
   local last = tonumber(stored)
-  if not last then
-    error({err = 'ERR the fencing counter ' .. fence_key .. ' is not a number; delete it'})
+  if not is_count(last) then
+    error({err = 'ERR the fencing counter ' .. fence_key .. ' is not a count below 2^53; delete it'})
   end
   return last
 end

@@ -10,7 +10,9 @@ local function latch_status(key)
     return {-1, -1}
   end
   local left, count = string.match(stored, '^(%d+):(%d+)$')
-  if not left then
+  -- A count of more than 13 digits is above 2^40, no latch's (and past 2^53 no
+  -- longer exact); a garbled one within that is shown as it is.
+  if not left or #left > 13 or #count > 13 then
     error({err = 'WRONGTYPE the latch key holds something that is not a count'})
   end
   return {tonumber(left), tonumber(count)}

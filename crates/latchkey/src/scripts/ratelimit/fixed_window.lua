@@ -20,8 +20,9 @@ local cost = tonumber(ARGV[3])
 
 local consume = ARGV[4] == '1'
 local count = tonumber(redis.call('GET', KEYS[1]) or '0')
-if not count then
-  -- Someone else wrote the key: bad data, not a failure of the script.
+-- Not a whole number of 0 or more (nan fails every comparison): someone else
+-- wrote the key ('-5' would add room, 'nan' lift the limit).
+if not (count and count >= 0 and count % 1 == 0) then
   return redis.error_reply('WRONGTYPE the rate limit key holds something that is not a count')
 end
 local left_ms = redis.call('PTTL', KEYS[1])

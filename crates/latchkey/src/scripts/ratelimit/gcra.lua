@@ -35,12 +35,16 @@ local tat = now
 local stored = redis.call('GET', KEYS[1])
 if stored then
   tat = tonumber(stored)
-  if not tat then
-    -- Someone else wrote the key: bad data, not a failure of the script.
+  if not tat or tat ~= tat then
+    -- Someone else wrote the key (nan is the one number that is not itself).
     return redis.error_reply('WRONGTYPE the rate limit key holds something that is not a time')
   end
+  -- Never further ahead than the tolerance, which every TAT this policy stored
+  -- is: one written by hand (or under a looser policy) cannot deny for ever.
   if tat < now then
     tat = now
+  elseif tat > now + ARGV[2] then
+    tat = now + ARGV[2]
   end
 end
 

@@ -39,11 +39,13 @@ local function cost_of(member)
 end
 
 -- The cost in the log: the tally, or (if the tally was lost: evicted, deleted, or
--- not a number) the sum over the log itself, with the last sequence number used
+-- not a count) the sum over the log itself, with the last sequence number used
 -- there (nil when the tally is intact).
 local function logged()
   local total = tonumber(redis.call('HGET', KEYS[2], 'total') or '')
-  if total then
+  -- A whole number of 0 or more below 2^53, as this script writes it (nan fails
+  -- every comparison); anything else is counted again.
+  if total and total >= 0 and total < 9007199254740992 and total % 1 == 0 then
     return total, nil
   end
   local sum, last_seq = 0, 0

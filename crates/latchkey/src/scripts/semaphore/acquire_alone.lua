@@ -44,7 +44,7 @@ end
 
 -- In use: nobody may wait, the count must be the one agreed on, and ours must fit.
 local used = tonumber(stored)
-if not used or redis.call('EXISTS', KEYS[4]) == 1 then
+if not is_count(used) or redis.call('EXISTS', KEYS[4]) == 1 then
   return -1
 end
 if redis.call('GET', permits_key) ~= ARGV[4] then

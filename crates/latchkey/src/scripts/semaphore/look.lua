@@ -18,7 +18,7 @@ local function weight_of(member)
   return tonumber(string.match(member, '^(%d+)%*'))
 end
 local total = tonumber(redis.call('GET', used) or '')
-if not total then
+if not is_count(total) then
   total = 0
   for _, member in ipairs(redis.call('ZRANGE', holders, 0, -1)) do
     total = total + weight_of(member)

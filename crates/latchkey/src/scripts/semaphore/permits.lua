@@ -24,12 +24,12 @@ end
 -- The weight of every member of the holders set (live, or ended and not yet
 -- dropped) is kept beside it in `used`, so that no call reads every holder (a
 -- read-write lock may have thousands of readers). If `used` was lost (evicted,
--- deleted, overwritten with something that is not a number), it is counted again
+-- deleted, overwritten with something that is not a count), it is counted again
 -- from the set, once. Read it before a script's first write: GET raises WRONGTYPE.
 -- Returns the sum, and whether it was stored.
 local function weight_sum(holders, used)
   local sum = tonumber(redis.call('GET', used) or '')
-  if sum then
+  if is_count(sum) then
     return sum, true
   end
   local total = 0

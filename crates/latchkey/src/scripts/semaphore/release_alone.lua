@@ -19,7 +19,7 @@ if not ends then
   return 0
 end
 local used = tonumber(redis.call('GET', used_key) or '')
-if not used then
+if not is_count(used) then
   return -1
 end
 local _, now = server_time()
