@@ -425,6 +425,62 @@ async fn a_local_pass_whose_reply_comes_after_its_lease_is_no_hold() {
     }
 }
 
+/// A release dropped while its pass to a local waiter is in flight (sent, its
+/// reply late), and the waiter then cancelled before it heard anything: the pass
+/// lands under the waiter's token with the waiter's long lease, and must not stay
+/// there for nobody. The background release sees the pass through (the waiter was
+/// kept, not dropped with the release's future), finds the waiter gone and frees
+/// the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_dropped_while_its_local_pass_is_in_flight_leaves_no_orphan() {
+    let server = RedisServer::start().unwrap();
+    let proxy = FaultProxy::start(server.port()).unwrap();
+    let client = Client::open(&proxy.url()).await.unwrap();
+    let mut admin = server.connection().unwrap();
+    let short = common::renewed(&client, "in-flight", Duration::from_millis(600));
+    let long = common::renewed(&client, "in-flight", Duration::from_secs(10));
+    // Once on time, so that Redis has the pass's script before replies come late.
+    for late in [false, true] {
+        let holder = short.lock().await.unwrap();
+        let waiter = tokio::spawn({
+            let long = long.clone();
+            async move { long.lock().await }
+        });
+        // The waiter queues behind the holder in this process.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        if !late {
+            drop(holder);
+            waiter.await.unwrap().unwrap().release().await.unwrap();
+            continue;
+        }
+        proxy.set_latency(Duration::ZERO, Duration::from_millis(300));
+        let release = tokio::spawn(async move { holder.release().await });
+        // The pass has landed; its reply is on its way. Both callers give up.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        release.abort();
+        waiter.abort();
+        let _ = release.await;
+        let _ = waiter.await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        proxy.set_latency(Duration::ZERO, Duration::ZERO);
+        let freed_by = Instant::now() + Duration::from_secs(2);
+        loop {
+            let pttl: i64 = redis::cmd("PTTL")
+                .arg("in-flight")
+                .query(&mut admin)
+                .unwrap();
+            if pttl == -2 {
+                break;
+            }
+            assert!(
+                Instant::now() < freed_by,
+                "the lock stayed held for nobody ({pttl} ms left)"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 /// A client that reaches `server` through a fault proxy; its command connection is
 /// the proxy's connection 0 and its subscriber (opened by the first wait) the next.
 async fn proxied(server: &RedisServer) -> (FaultProxy, Client) {

@@ -63,6 +63,12 @@ pub(crate) struct ReleaseOnDrop<S: Pass + WakeUps> {
     pub(crate) state: HoldState,
     /// Set on a held plain lock: local waiters to pass it to.
     pub(crate) local: Option<LocalLocks>,
+    /// The local waiter a pass in flight is for. Kept here, not in the pass's
+    /// future: a release dropped while its pass is in flight (which may land)
+    /// leaves the waiter to the background release, which passes to it again
+    /// (`pass.lua` finds a landed pass) and tells it. Dropped with the future, the
+    /// waiter would leave unaware, the lock held under its token by nobody.
+    passing: Option<LocalWaiter>,
     /// Others waited in Redis when the lock was granted: a pass to a local waiter
     /// goes ahead of them, which `LocalLocks::pass_ahead` bounds; past the bound the
     /// release goes straight to Redis.
@@ -92,6 +98,7 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             owner,
             state: HoldState::Clear,
             local: None,
+            passing: None,
             others_queued: false,
             ttl,
             lease: None,
@@ -242,7 +249,9 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
         if let Some(local) = self.local.clone().filter(|_| self.state == HoldState::Held) {
             // Ahead of other processes only a bounded number of times in a row.
             let ahead = self.others_queued;
-            if (!ahead || local.pass_ahead(&self.key)) && self.pass_locally(&local, ahead).await? {
+            // A pass already sent must be seen through, ahead or not.
+            let go_on = self.passing.is_some() || !ahead || local.pass_ahead(&self.key);
+            if go_on && self.pass_locally(&local, ahead).await? {
                 self.state = HoldState::Clear;
                 return Ok(true);
             }
@@ -268,9 +277,14 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
     /// that left after the pass landed leaves the lock under its token, which we then
     /// hold (and pass on, or release) in its place.
     async fn pass_locally(&mut self, local: &LocalLocks, ahead: bool) -> Result<bool> {
-        while let Some(next) = local.next_waiter(&self.key) {
+        // The waiter of a pass a dropped release cut off goes first.
+        while let Some(next) = self.passing.take().or_else(|| local.next_waiter(&self.key)) {
             let sent = Instant::now();
-            let passed = self.pass(&next, ahead).await;
+            let next = &*self.passing.insert(next);
+            let passed = pass_to(&self.store, &self.key, &self.owner, next, ahead).await;
+            let Some(next) = self.passing.take() else {
+                return Ok(false);
+            };
             let fence = match passed {
                 Ok(Some(fence)) => fence,
                 // Not ours any more, or others wait in Redis (and we may not pass
@@ -301,17 +315,6 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
         Ok(false)
     }
 
-    /// Passes the lock to `next`, with its fencing token if it wants it with the lock:
-    /// `Some(fence)` once passed (`Some(None)`: fenced on demand), `None` if not
-    /// passed (not ours, or others wait in Redis).
-    async fn pass(&self, next: &LocalWaiter, ahead: bool) -> Result<Option<Option<u64>>> {
-        let (key, owner, to, ttl) = (&self.key, &self.owner, &next.owner, next.ttl);
-        if next.fenced {
-            return Ok(self.store.pass(key, owner, to, ttl, ahead).await?.map(Some));
-        }
-        self.store.pass_unfenced(key, owner, to, ttl, ahead).await
-    }
-
     /// A hold with the same lock, owner and state, to move into a background task.
     fn take(&mut self) -> Self {
         ReleaseOnDrop {
@@ -320,6 +323,7 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             owner: self.owner.clone(),
             state: std::mem::replace(&mut self.state, HoldState::Clear),
             local: self.local.take(),
+            passing: self.passing.take(),
             others_queued: self.others_queued,
             ttl: self.ttl,
             lease: self.lease.take(),
@@ -329,6 +333,23 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             runtime: None,
         }
     }
+}
+
+/// Passes `owner`'s lock to `next`, with its fencing token if it wants it with the
+/// lock: `Some(fence)` once passed (`Some(None)`: fenced on demand), `None` if not
+/// passed (not ours, or others wait in Redis).
+async fn pass_to<S: Pass>(
+    store: &S,
+    key: &LockKey,
+    owner: &OwnerToken,
+    next: &LocalWaiter,
+    ahead: bool,
+) -> Result<Option<Option<u64>>> {
+    let (to, ttl) = (&next.owner, next.ttl);
+    if next.fenced {
+        return Ok(store.pass(key, owner, to, ttl, ahead).await?.map(Some));
+    }
+    store.pass_unfenced(key, owner, to, ttl, ahead).await
 }
 
 impl<S: Pass + WakeUps> Drop for ReleaseOnDrop<S> {
