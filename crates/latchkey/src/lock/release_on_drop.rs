@@ -69,6 +69,10 @@ pub(crate) struct ReleaseOnDrop<S: Pass + WakeUps> {
     /// (`pass.lua` finds a landed pass) and tells it. Dropped with the future, the
     /// waiter would leave unaware, the lock held under its token by nobody.
     passing: Option<LocalWaiter>,
+    /// How long a pass of ours that may have landed (its reply lost, or its waiter
+    /// gone) may keep the lock: its sending plus the waiter's lease. Retries go on
+    /// until then, though our own lease ends sooner.
+    passed_until: Option<Instant>,
     /// Others waited in Redis when the lock was granted: a pass to a local waiter
     /// goes ahead of them, which `LocalLocks::pass_ahead` bounds; past the bound the
     /// release goes straight to Redis.
@@ -99,6 +103,7 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             state: HoldState::Clear,
             local: None,
             passing: None,
+            passed_until: None,
             others_queued: false,
             ttl,
             lease: None,
@@ -197,7 +202,6 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             stopper.stop().await;
         }
         let ended = self.surely_ended_by();
-        let give_up_at = give_up_at.map_or(ended, |at| at.min(ended));
         let mut backoff = Backoff::new(RETRY_FIRST, RETRY_CAP);
         // An earlier try may have freed the lock with its reply lost: a later try
         // then finds it not ours. Sent while the lease surely lasted, it was ours.
@@ -210,6 +214,10 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             };
             freed_unseen |= sent_while_ours && error.outcome_unknown();
             let pause = backoff.next_pause(None);
+            // A pass that may have landed, or a lock taken over from a waiter,
+            // lives on the waiter's lease, not ours.
+            let ended = self.passed_until.map_or(ended, |until| until.max(ended));
+            let give_up_at = give_up_at.map_or(ended, |at| at.min(ended));
             if !error.is_transient() || Instant::now() + pause >= give_up_at {
                 return Err(error);
             }
@@ -295,13 +303,20 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
                     local.put_back(&self.key, next);
                     return Ok(false);
                 }
+                // It may have landed: the waiter stays ours to see through (the next
+                // try passes to it again), and the line stays represented.
+                Err(error) if error.outcome_unknown() => {
+                    self.may_have_passed(sent, next.ttl);
+                    self.passing = Some(next);
+                    return Err(error);
+                }
                 Err(error) => {
                     local.put_back(&self.key, next);
                     local.released(&self.key);
                     return Err(error);
                 }
             };
-            let owner = next.owner.clone();
+            let (owner, ttl) = (next.owner.clone(), next.ttl);
             let turn = Turn::Yours(Passed {
                 fence,
                 sent,
@@ -310,9 +325,20 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             if next.tell(turn).is_ok() {
                 return Ok(true);
             }
+            // The waiter left: the lock is ours again, under its token and lease.
+            self.may_have_passed(sent, ttl);
             self.owner = owner;
+            self.ttl = ttl;
+            self.lease = None;
         }
         Ok(false)
+    }
+
+    /// A pass sent at `sent` for a waiter's lease `ttl` may keep the lock until
+    /// then (see `passed_until`).
+    fn may_have_passed(&mut self, sent: Instant, ttl: Ttl) {
+        let until = sent + ttl.as_duration() + ttl.drift() + RESPONSE_TIMEOUT;
+        self.passed_until = Some(self.passed_until.map_or(until, |before| before.max(until)));
     }
 
     /// A hold with the same lock, owner and state, to move into a background task.
@@ -324,6 +350,7 @@ impl<S: Pass + WakeUps> ReleaseOnDrop<S> {
             state: std::mem::replace(&mut self.state, HoldState::Clear),
             local: self.local.take(),
             passing: self.passing.take(),
+            passed_until: self.passed_until,
             others_queued: self.others_queued,
             ttl: self.ttl,
             lease: self.lease.take(),
@@ -374,6 +401,13 @@ impl<S: Pass + WakeUps> Drop for ReleaseOnDrop<S> {
                 Ok(released) => tracing::debug!(key = %hold.key, released, "released a dropped lock"),
                 Err(error) => {
                     hold.state = HoldState::Clear;
+                    // Given up with a pass unresolved (the line was kept for it):
+                    // the local waiters go to Redis, the one a pass may have reached
+                    // (told nothing, as its place is dropped) under the token it was
+                    // passed with, which claims a pass that landed.
+                    if let Some(local) = hold.local.take().filter(|_| hold.passing.is_some()) {
+                        local.released(&hold.key);
+                    }
                     tracing::warn!(key = %hold.key, %error, "could not release a dropped lock; it frees itself when its lease ends");
                 }
             }
