@@ -426,27 +426,24 @@ pub(crate) fn is_companion_key(key: &str) -> bool {
 pub(crate) fn split_companion(key: &str) -> Option<(&str, &str)> {
     let (head, kind) = key.rsplit_once(':')?;
     let rest = head.strip_suffix(":lk")?;
-    is_companion_kind(kind).then_some((rest, kind))
+    companion_type(kind).map(|_| (rest, kind))
 }
 
-/// Whether `kind` names one of latchkey's companion keys (`fence`, `sem` …).
-fn is_companion_kind(kind: &str) -> bool {
-    COMPANION_KINDS
+/// The Redis type latchkey keeps under a companion key of `kind` (`fence`, `sem`
+/// …); `None` when `kind` names no companion.
+fn companion_type(kind: &str) -> Option<&'static str> {
+    let known = COMPANION_KINDS
         .iter()
-        .any(|(companion, _)| *companion == kind)
+        .find(|(companion, _)| *companion == kind);
+    known.map(|(_, redis_type)| *redis_type)
 }
 
 /// The Redis type (as `TYPE` names it) latchkey keeps under `key`: a lock's key
 /// holds a string, each companion the type of its kind. What tells, after a
 /// `WRONGTYPE`, which key holds data latchkey did not write.
 pub(crate) fn redis_type(key: &str) -> &'static str {
-    let Some((_, kind)) = split_companion(key) else {
-        return "string";
-    };
-    let known = COMPANION_KINDS
-        .iter()
-        .find(|(companion, _)| *companion == kind);
-    known.map_or("string", |(_, redis_type)| redis_type)
+    let companion = split_companion(key).and_then(|(_, kind)| companion_type(kind));
+    companion.unwrap_or("string")
 }
 
 fn validate_name(name: &str) -> Result<()> {
@@ -669,22 +666,21 @@ mod tests {
         client.latch("c", 2).unwrap().count_down().await.unwrap();
         // The waiter queued (its queue and waiter leases exist) before the look.
         let mut admin = server.connection().unwrap();
-        let mut queued = || {
-            let queue: Option<usize> = redis::cmd("ZCARD")
+        let started = std::time::Instant::now();
+        loop {
+            let queued: Option<usize> = redis::cmd("ZCARD")
                 .arg("{l}:lk:queue")
                 .query(&mut admin)
                 .ok();
-            queue.unwrap_or(0)
-        };
-        let started = std::time::Instant::now();
-        while queued() == 0 {
+            if queued.unwrap_or(0) > 0 {
+                break;
+            }
             assert!(
                 started.elapsed() < Duration::from_secs(5),
                 "the waiter never queued"
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let mut admin = server.connection().unwrap();
         let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
         assert!(keys.len() >= 15, "{keys:?}");
         for key in &keys {

@@ -216,16 +216,26 @@ macro_rules! rate_script {
     ($file:literal) => {
         LazyLock::new(|| Script::new(include_str!(concat!("ratelimit/", $file))))
     };
+    // With the clock helper (`server_time`, `is_count`) in front.
+    (clock, $file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("lock/clock.lua"),
+                "\n",
+                include_str!(concat!("ratelimit/", $file))
+            ))
+        })
+    };
 }
 
 /// One call per period.
 pub(crate) static COOLDOWN: LazyLock<Script> = rate_script!("cooldown.lua");
 
 /// Calls per fixed window.
-pub(crate) static FIXED_WINDOW: LazyLock<Script> = rate_script!("fixed_window.lua");
+pub(crate) static FIXED_WINDOW: LazyLock<Script> = rate_script!(clock, "fixed_window.lua");
 
 /// Calls in the last window, exactly, from a log.
-pub(crate) static SLIDING_WINDOW: LazyLock<Script> = rate_script!("sliding_window.lua");
+pub(crate) static SLIDING_WINDOW: LazyLock<Script> = rate_script!(clock, "sliding_window.lua");
 
 /// The generic cell rate algorithm.
 pub(crate) static GCRA: LazyLock<Script> = rate_script!("gcra.lua");

@@ -1,5 +1,5 @@
--- The server clock, for the lock scripts that hand out fencing tokens or judge
--- waiter leases; and what a count they read back must be.
+-- The server clock, for the scripts that hand out fencing tokens, judge waiter
+-- leases or keep a sliding window; and what a count they read back must be.
 --
 -- Redis has no `require`: scripts/mod.rs puts this file, and the other helper files
 -- a script needs, in front of the script at compile time. Helpers take the keys they

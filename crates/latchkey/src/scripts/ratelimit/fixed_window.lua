@@ -12,7 +12,7 @@
 -- A window starts at its first allowed call. A denied call is not counted, so a
 -- caller hammering a closed window does not keep it closed. The count and the
 -- window's expiry are written by one SET, so a crash can never leave a counter that
--- never expires (the INCR-then-EXPIRE bug).
+-- never expires (the INCR-then-EXPIRE bug). Needs clock.lua (is_count).
 
 local limit = tonumber(ARGV[1])
 local window_ms = tonumber(ARGV[2])
@@ -20,9 +20,9 @@ local cost = tonumber(ARGV[3])
 
 local consume = ARGV[4] == '1'
 local count = tonumber(redis.call('GET', KEYS[1]) or '0')
--- Not a whole number of 0 or more (nan fails every comparison): someone else
--- wrote the key ('-5' would add room, 'nan' lift the limit).
-if not (count and count >= 0 and count % 1 == 0) then
+-- Not a count: someone else wrote the key ('-5' would add room, 'nan' lift the
+-- limit).
+if not is_count(count) then
   return redis.error_reply('WRONGTYPE the rate limit key holds something that is not a count')
 end
 local left_ms = redis.call('PTTL', KEYS[1])

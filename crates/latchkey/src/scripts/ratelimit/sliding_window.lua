@@ -16,15 +16,14 @@
 -- Memory is bounded: only allowed calls are logged, each costs at least 1, so the
 -- log never holds more than `limit` members. Entries that left the window are
 -- trimmed when a call is counted (each is read once, when it leaves), and both keys
--- expire one window after the newest entry.
+-- expire one window after the newest entry. Needs clock.lua.
 
 local limit = tonumber(ARGV[1])
 local window_us = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
 local consume = ARGV[4] == '1'
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = server_time()
 local gone_until = now - window_us
 
 -- A member's sequence number and cost.
@@ -43,9 +42,7 @@ end
 -- there (nil when the tally is intact).
 local function logged()
   local total = tonumber(redis.call('HGET', KEYS[2], 'total') or '')
-  -- A whole number of 0 or more below 2^53, as this script writes it (nan fails
-  -- every comparison); anything else is counted again.
-  if total and total >= 0 and total < 9007199254740992 and total % 1 == 0 then
+  if is_count(total) then
     return total, nil
   end
   local sum, last_seq = 0, 0
