@@ -632,6 +632,44 @@ async fn a_weight_sum_that_is_not_a_count_is_counted_again() {
     assert!(held.release().await.unwrap());
 }
 
+/// A holder another writer left in the holders set (no weight, a weight of 0, past
+/// 2^53 or past 2^64) is refused by name when a call must count it, never summed
+/// into a wrong count; `inspect` skips it, as it skips any member it cannot read.
+#[tokio::test]
+async fn a_holder_latchkey_did_not_write_is_refused_by_name() {
+    let (server, client) = common::start().await;
+    let pool = client.semaphore("odd", 3).unwrap();
+    let held = pool.try_acquire(1).await.unwrap();
+    let mut admin = common::connect(&server.url()).await;
+    let holders = "{odd}:lk:sem";
+    for member in [
+        "-5*x",
+        "0*x",
+        "3*",
+        "9007199254740993*x",
+        "99999999999999999999*x",
+    ] {
+        // Ended or live, an acquire that must count the holders again (their sum
+        // was lost) reads it; inspect reads it while it is live.
+        for score in [1.0, 9e13] {
+            let _: () = admin.zadd(holders, member, score).await.unwrap();
+            let _: () = admin.del("{odd}:lk:sem:lk:used").await.unwrap();
+            match pool.try_acquire(1).await {
+                Err(Error::WrongType { key }) => assert_eq!(key, holders, "{member}"),
+                other => panic!("{member}: expected WrongType, got {other:?}"),
+            }
+            let seen = client.inspect("odd").await.unwrap();
+            let Some(latchkey::inspect::Primitive::Semaphore(permits)) = seen.first() else {
+                panic!("{member}: {seen:?}");
+            };
+            assert_eq!((permits.used, permits.holders.len()), (1, 1), "{member}");
+            let _: () = admin.zrem(holders, member).await.unwrap();
+        }
+    }
+    assert_eq!(pool.available().await.unwrap(), 2);
+    assert!(held.release().await.unwrap());
+}
+
 /// Issue "A newcomer's second hour", item 5: the permit count is stored with the
 /// semaphore while it is in use. A caller that says 2 where the holders said 1 is
 /// refused, instead of becoming a second holder of a one-permit semaphore; once

@@ -1,6 +1,6 @@
 //! One call of a script, built as the `EVALSHA` command it is sent as.
 
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs};
+use redis::{Cmd, ErrorKind, RedisResult, Script, ServerErrorKind, ToRedisArgs, Value};
 
 /// `EVALSHA sha numkeys keys… args…`, written once into one command; sent again as
 /// it is after `NOSCRIPT` loads the script (a restarted or flushed server).
@@ -69,11 +69,14 @@ impl<'a> ScriptCall<'a> {
         self.script.load_async(con).await.map(drop)
     }
 
-    /// Sends the call; on `NOSCRIPT`, loads the script and sends it once more.
-    pub(crate) async fn invoke<T: FromRedisValue>(
+    /// Sends the call; on `NOSCRIPT`, loads the script and sends it once more. The
+    /// reply is left as it came: the caller converts it, so that a reply its type
+    /// does not fit (a value another writer left, passed through by the script) is
+    /// told apart from a reply that is not the Redis protocol.
+    pub(crate) async fn invoke(
         &self,
         con: &mut impl redis::aio::ConnectionLike,
-    ) -> RedisResult<T> {
+    ) -> RedisResult<Value> {
         match self.cmd.query_async(con).await {
             Err(error) if is_no_script(&error) => {
                 self.load(con).await?;

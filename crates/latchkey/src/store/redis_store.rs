@@ -670,7 +670,15 @@ impl RedisStore {
             tokio::time::sleep(pause).await;
             reply = call.invoke(&mut conn).await;
         }
-        self.script_context(reply, &mut conn, call, key).await
+        let reply = self.script_context(reply, &mut conn, call, key).await?;
+        match T::from_redis_value(reply) {
+            Ok(reply) => Ok(reply),
+            // The script passed on a value another writer left (a semaphore
+            // member's weight past 2^64): the key is named as for a WRONGTYPE.
+            Err(_) => {
+                Err(Box::pin(self.foreign_key(&mut conn, call, key.as_str().to_owned())).await)
+            }
+        }
     }
 
     /// [`context`](Self::context) for a reply of `call`: a WRONGTYPE names the

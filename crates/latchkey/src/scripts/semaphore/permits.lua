@@ -16,9 +16,16 @@ local function weighed(weight, owner)
   return weight .. '*' .. owner
 end
 
+-- A member another writer left (no weight, a weight of 0 or past 2^53) fails the
+-- script with WRONGTYPE: every caller reads its members before its first write,
+-- so nothing is left half done.
 local function weight_and_owner(token)
   local weight, owner = string.match(token, '^(%d+)%*(.+)$')
-  return tonumber(weight), owner
+  weight = tonumber(weight)
+  if not is_count(weight) or weight == 0 then
+    error({err = 'WRONGTYPE the semaphore holds a member latchkey did not write'})
+  end
+  return weight, owner
 end
 
 -- The weight of every member of the holders set (live, or ended and not yet
