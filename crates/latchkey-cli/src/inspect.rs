@@ -423,11 +423,17 @@ pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> 
         )));
     }
     connect::check_name(global, name)?;
+    // Why nothing was broken, when only what is not a hold is there.
+    let mut unheld = None;
     let broken = match connect::retrying(None, || connect::connect(global)).await? {
         Connected::Redis(client) => {
             let kinds = match args.kind {
                 Some(kind) => vec![kind.into()],
-                None => held_kinds(&client.inspect(name).await?),
+                None => {
+                    let found = client.inspect(name).await?;
+                    unheld = unheld_note(name, &found);
+                    held_kinds(&found)
+                }
             };
             let mut broken = Vec::new();
             for kind in kinds {
@@ -465,12 +471,38 @@ pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> 
             broken: was.is_some(),
             was: was.as_ref().and_then(|was| View::new(name, was)),
         };
-        match args.json {
-            true => output::json(&report)?,
-            false => crate::output::outln!("{}", report.text(kind)),
+        match (args.json, &unheld) {
+            (true, _) => output::json(&report)?,
+            (false, Some(note)) if !report.broken => crate::output::outln!("{note}"),
+            (false, _) => crate::output::outln!("{}", report.text(kind)),
         }
     }
     Ok(0)
+}
+
+/// What to say instead of "lock NAME was not held" when the name keeps state that
+/// is no hold: a latch's count, a rate limit's (reset only when asked for).
+fn unheld_note(name: &str, found: &[Primitive]) -> Option<String> {
+    if found.iter().any(Primitive::is_held) {
+        return None;
+    }
+    let mut kept: Vec<&str> = found
+        .iter()
+        .filter_map(|found| match found.kind() {
+            Kind::Latch => Some("a latch's count (not a hold: nothing to break)"),
+            Kind::RateLimit => Some("a rate limit's state (reset it with --kind rate-limit)"),
+            _ => None,
+        })
+        .collect();
+    // One line for several algorithms' state.
+    kept.dedup();
+    if kept.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "nothing held under {name}; it keeps {}",
+        kept.join(" and ")
+    ))
 }
 
 /// The kinds of primitive held under a name (a lock when none is), which a

@@ -207,7 +207,10 @@ fn status_and_release_see_a_read_write_lock_and_a_rate_limit() {
     );
     // A count is not a hold: only --kind rate-limit resets it.
     let kept = text(&output(&server, &["release", "sms:1", "--force"]).stdout);
-    assert_eq!(kept.trim(), "lock sms:1 was not held");
+    assert_eq!(
+        kept.trim(),
+        "nothing held under sms:1; it keeps a rate limit's state (reset it with --kind rate-limit)"
+    );
     // State of a second algorithm under the name: the reset clears and names both.
     let gcra = [
         "throttle", "sms:1", "--algo", "gcra", "--limit", "1", "--per", "1h",
@@ -397,6 +400,10 @@ fn status_list_and_release_see_an_election_and_a_latch() {
     );
     let out = output(&server, &["release", "gate", "--force"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        "nothing held under gate; it keeps a latch's count (not a hold: nothing to break)"
+    );
     let (_, views) = json(&server, &["status", "gate"]);
     assert_eq!(views[0]["left"], 2, "the latch was left alone");
     stop(leading);
