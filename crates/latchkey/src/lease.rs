@@ -319,10 +319,17 @@ impl Lease {
         // Whole milliseconds, as Redis counts them (a sum above ten years is refused
         // below, so the milliseconds fit).
         let millis = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-        let delay = Duration::from_millis(millis.min(MAX_TTL.as_millis() as u64 + 1));
-        self.ttl.plus(delay)?;
+        let whole = Duration::from_millis(millis.min(MAX_TTL.as_millis() as u64 + 1));
+        if self.ttl.plus(whole).is_err() {
+            // Named as given: the sum above is clamped.
+            return Err(Error::InvalidArgument(format!(
+                "a lock delay of {delay:?} after a lease of {:?} is too long; together they may be at most {} days",
+                self.ttl.as_duration(),
+                MAX_TTL.as_secs() / 86_400
+            )));
+        }
         Ok(Lease {
-            lock_delay: delay,
+            lock_delay: whole,
             ..self
         })
     }

@@ -1099,5 +1099,10 @@ async fn a_lock_delay_that_makes_the_lease_too_long_is_refused() {
         .with_lock_delay(Duration::from_secs(10 * 366 * 24 * 3600))
         .unwrap_err();
     assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+    // The delay as given, not the sum it was clamped to.
+    assert_eq!(
+        error.to_string(),
+        "invalid argument: a lock delay of 316224000s after a lease of 30s is too long; together they may be at most 3650 days"
+    );
     assert_eq!(lease.lock_delay(), Duration::ZERO);
 }
