@@ -60,7 +60,14 @@ pub async fn elect(global: &Global, args: ElectArgs) -> Result<u8, Failure> {
             Wait::Forever => election.campaign(&value).await,
         }
     };
-    run::hold_and_run(campaigning, wait, name, &args.hold, signals).await
+    run::hold_and_run(
+        campaigning,
+        wait,
+        (name, &format!("{name:?}")),
+        &args.hold,
+        signals,
+    )
+    .await
 }
 
 /// `host:pid`: which process leads, for people reading `latchkey leader`.

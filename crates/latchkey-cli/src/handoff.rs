@@ -42,7 +42,7 @@ pub async fn acquire(global: &Global, args: AcquireArgs) -> Result<u8, Failure> 
             .with_lease(lease)
             .with_fairness(fairness)
             .with_fencing(Fencing::OnGrant);
-        let token = run::wait_for(run::take(&mutex, wait), wait, name, &mut signals).await?.detach()?;
+        let token = run::wait_for(run::take(&mutex, wait), wait, &format!("{name:?}"), &mut signals).await?.detach()?;
         if let Err(error) = print_token(name, &token, &args) {
             // Nobody will ever have the token: give the lock back now.
             let _ = mutex.release_held(&token).await;

@@ -61,7 +61,8 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
                 .with_fencing(Fencing::OnGrant))
         };
         if args.and.is_empty() {
-            hold_and_run(take(&mutex(name)?, wait), wait, name, &args.hold, signals).await
+            let (mutex, waited) = (mutex(name)?, format!("{name:?}"));
+            hold_and_run(take(&mutex, wait), wait, (name, &waited), &args.hold, signals).await
         } else {
             let named = std::iter::once(name)
                 .chain(args.and.iter().map(String::as_str))
@@ -69,7 +70,9 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
                 .collect::<latchkey::Result<Vec<_>>>()?;
             let order = named.iter().map(|mutex| mutex.key().clone()).collect();
             let names = std::iter::once(name).chain(args.and.iter().map(String::as_str));
-            let names = names.map(str::to_owned).collect();
+            let names: Vec<String> = names.map(str::to_owned).collect();
+            let waited = names.iter().map(|name| format!("{name:?}"));
+            let waited = waited.collect::<Vec<_>>().join(" and ");
             let set = MultiLock::new(named)?;
             let taking = async {
                 let guard = take_all(&set, wait).await?;
@@ -79,7 +82,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
                     names,
                 })
             };
-            hold_and_run(taking, wait, name, &args.hold, signals).await
+            hold_and_run(taking, wait, (name, &waited), &args.hold, signals).await
         }
     })
 }
@@ -135,7 +138,14 @@ pub async fn sem_run(global: &Global, args: SemRunArgs) -> Result<u8, Failure> {
             Wait::Forever => semaphore.acquire(args.weight).await,
         }
     };
-    hold_and_run(taking, wait, name, &args.hold, signals).await
+    hold_and_run(
+        taking,
+        wait,
+        (name, &format!("{name:?}")),
+        &args.hold,
+        signals,
+    )
+    .await
 }
 
 /// `rw run`: the same, holding a read-write lock to read or to write.
@@ -157,7 +167,14 @@ pub async fn rw_run(global: &Global, args: RwRunArgs) -> Result<u8, Failure> {
             (true, Wait::Forever) => lock.write().await,
         }
     };
-    hold_and_run(taking, wait, name, &args.hold, signals).await
+    hold_and_run(
+        taking,
+        wait,
+        (name, &format!("{name:?}")),
+        &args.hold,
+        signals,
+    )
+    .await
 }
 
 /// How long the options say to wait: for Redis (connecting), then for the lock.
@@ -350,15 +367,16 @@ impl<S: Pass + WakeUps> Held for Several<S> {
 }
 
 /// Waits for `taking` (a lock, permits, a read or write lock, a leadership), then
-/// runs the command under what it gives.
+/// runs the command under what it gives. `waited` names what is waited for in
+/// messages (`"a"`, or `"a" and "b"` for `run a --and b`).
 pub async fn hold_and_run<H: Held>(
     taking: impl Future<Output = latchkey::Result<H>>,
     wait: Wait,
-    name: &str,
+    (name, waited): (&str, &str),
     hold: &HoldArgs,
     mut signals: Signals,
 ) -> Result<u8, Failure> {
-    let held = wait_for(taking, wait, name, &mut signals).await?;
+    let held = wait_for(taking, wait, waited, &mut signals).await?;
     let child = match start(&held, name, hold).await {
         Ok(child) => child,
         Err(failure) => {
@@ -391,11 +409,12 @@ pub async fn hold_and_run<H: Held>(
 }
 
 /// Waits for `taking`; a signal meanwhile (INT, TERM, HUP) abandons the wait and
-/// ends latchkey with 128 + N, after leaving the queue.
+/// ends latchkey with 128 + N, after leaving the queue. `waited` names what is
+/// waited for (quoted, as `{name:?}` prints it).
 pub async fn wait_for<H>(
     taking: impl Future<Output = latchkey::Result<H>>,
     wait: Wait,
-    name: &str,
+    waited: &str,
     signals: &mut Signals,
 ) -> Result<H, Failure> {
     tokio::select! {
@@ -410,13 +429,13 @@ pub async fn wait_for<H>(
                 Err(error.into())
             }
         },
-        signal = signals.recv() => Err(interrupted(signal, name).await),
+        signal = signals.recv() => Err(interrupted(signal, waited).await),
     }
 }
 
 /// A signal ended the wait: the dropped wait leaves the queue in the background;
 /// let it finish before the process exits, and exit as a shell would, 128 + N.
-async fn interrupted(signal: Signal, name: &str) -> Failure {
+async fn interrupted(signal: Signal, waited: &str) -> Failure {
     let left = latchkey::finish_background_releases(RELEASE_TIMEOUT).await;
     let queue = match left {
         true => "left the wait queue",
@@ -426,7 +445,7 @@ async fn interrupted(signal: Signal, name: &str) -> Failure {
     };
     Failure::with_status(
         128 + signal as u8,
-        format!("{signal} while waiting for {name:?}: {queue}"),
+        format!("{signal} while waiting for {waited}: {queue}"),
     )
 }
 

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::{SpawnRunning, latchkey};
 use latchkey_testkit::RedisServer;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 
 /// `latchkey run ARGS -- sh -c SCRIPT`: its exit status.
 fn run_status(server: &RedisServer, args: &[&str], script: &str) -> Option<i32> {
@@ -53,6 +55,29 @@ fn run_and_holds_every_lock_with_its_fence_or_none() {
     // A run that cannot have every lock holds none of them after it gives up.
     let status = run_status(&server, &["c", "--and", "a", "--wait", "200ms"], "true");
     assert_eq!(status, Some(75));
+    assert_eq!(run_status(&server, &["c", "--no-wait"], "true"), Some(0));
+    // A signal while it waits (in a's line: locks are taken in key order) names
+    // every lock it waits for, and leaves none held.
+    let waiting = latchkey(
+        &server.url(),
+        &["run", "c", "--and", "a", "--fair", "--", "true"],
+    )
+    .stderr(Stdio::piped())
+    .spawn_running();
+    let mut admin = server.connection().unwrap();
+    let started = Instant::now();
+    while redis::Commands::zcard::<_, u64>(&mut admin, "{a}:lk:queue").unwrap() == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "never queued");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    kill(Pid::from_raw(waiting.id() as i32), Signal::SIGTERM).unwrap();
+    let output = waiting.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(143), "{said}");
+    assert!(
+        said.contains("SIGTERM while waiting for \"c\" and \"a\""),
+        "{said}"
+    );
     assert_eq!(run_status(&server, &["c", "--no-wait"], "true"), Some(0));
 
     holding.kill().unwrap();
