@@ -199,7 +199,9 @@ process group while it runs. INT, TERM and QUIT also stop it: the group gets
 SIGKILL after --kill-after (at once on a second one), and what the command leaves
 running when it ends gets SIGTERM, then SIGKILL, before the lock is released.
 Received while waiting for the lock, they make latchkey leave the wait queue and
-exit 128+N.
+exit 128+N. TSTP (Ctrl-Z), TTIN and TTOU stop the command's group (SIGSTOP) with
+latchkey; continued after the lease ran out, the command is killed before it can
+run again, and latchkey exits 70.
 
 Durations: 500ms, 30s, 5m, 1h 30m. A name that starts with '-' goes after '--name'.
 
@@ -210,8 +212,10 @@ Exit status:
   66   the --tls-ca file cannot be read or holds no certificate
   69   Redis unavailable, not Redis, TLS failed, credentials refused or ACL denied
   70   the lease was lost mid-run, or --max-hold ran out (the command got SIGTERM,
-       then SIGKILL after --kill-after), or the release after the command found
-       the lock no longer held (lost before a renewal noticed), or an internal error
+       then SIGKILL after --kill-after), or latchkey was stopped (Ctrl-Z) past the
+       lease (the command, stopped with it, got SIGKILL), or the release after the
+       command found the lock no longer held (lost before a renewal noticed), or an
+       internal error
   75   the lock stayed busy for the whole wait (--wait, --no-wait)
   126  the command is not executable;  127  the command was not found
   128+N  latchkey received signal N while waiting for the lock";

@@ -126,7 +126,7 @@ where
             return Err(failure);
         }
         if !std::mem::replace(&mut told, true) {
-            eprintln!(
+            crate::output::errln!(
                 "latchkey: {}; trying again until --wait runs out",
                 failure.message()
             );
@@ -229,7 +229,7 @@ async fn warn_if_too_few_replicas(global: &Global, url: &str, replicas: u32) {
         .find_map(|line| line.strip_prefix("connected_slaves:"))
         .and_then(|count| count.trim().parse::<u32>().ok());
     if let Some(connected) = connected.filter(|&connected| connected < replicas) {
-        eprintln!(
+        crate::output::errln!(
             "latchkey: --wait-replicas {replicas}, but the server has {connected} replica(s) connected: every grant fails until enough connect (without --wait, latchkey keeps trying)"
         );
     }

@@ -100,7 +100,7 @@ pub async fn leader(global: &Global, args: LeaderArgs) -> Result<u8, Failure> {
                     Ok(())
                 }
                 Err(error) if error.is_transient() => {
-                    eprintln!(
+                    crate::output::errln!(
                         "latchkey: {error}; observing again in {}",
                         crate::output::human(RETRY_AFTER)
                     );

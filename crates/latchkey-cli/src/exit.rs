@@ -76,7 +76,7 @@ impl Failure {
 
     /// Prints the message and gives the status to exit with.
     pub fn report(self) -> ExitCode {
-        eprintln!("latchkey: {}", self.message);
+        crate::output::errln!("latchkey: {}", self.message);
         ExitCode::from(self.status)
     }
 }
@@ -129,7 +129,7 @@ pub fn usage(error: clap::Error) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if error.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
-        eprint!("{error}");
+        crate::output::errln!("{}", error.to_string().trim_end());
         return ExitCode::from(USAGE);
     }
     // clap's message is the first paragraph (some name the missing arguments on
@@ -164,11 +164,11 @@ pub fn usage(error: clap::Error) -> ExitCode {
     if rendered.contains("Usage: latchkey run")
         && error.kind() == clap::error::ErrorKind::UnknownArgument
     {
-        eprintln!(
+        crate::output::errln!(
             "latchkey: {message}; put the command after `--`: latchkey run NAME -- CMD [ARGS...]"
         );
         return ExitCode::from(USAGE);
     }
-    eprintln!("latchkey: {message} (see `latchkey --help`)");
+    crate::output::errln!("latchkey: {message} (see `latchkey --help`)");
     ExitCode::from(USAGE)
 }

@@ -395,9 +395,10 @@ pub async fn list(global: &Global, args: ListArgs) -> Result<u8, Failure> {
         crate::output::outln!("{}", view.text(false));
     }
     if views.is_empty() && !global.quiet {
-        eprintln!(
+        crate::output::errln!(
             "latchkey: nothing matches {:?} under prefix {:?}",
-            args.pattern, global.prefix
+            args.pattern,
+            global.prefix
         );
     }
     Ok(0)

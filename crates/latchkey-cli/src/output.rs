@@ -31,7 +31,9 @@ pub fn line(text: impl Display) {
         std::process::exit(0);
     }
     // A full disk or a closed file: say so, as sysexits' EX_IOERR.
-    eprintln!("latchkey: cannot write to standard output: {error}");
+    error_line(format_args!(
+        "latchkey: cannot write to standard output: {error}"
+    ));
     std::process::exit(74);
 }
 
@@ -42,6 +44,22 @@ macro_rules! outln {
     };
 }
 pub(crate) use outln;
+
+/// Prints `text` and a newline on standard error, and drops it if that fails (the
+/// terminal hung up, the reader of a pipe left). `eprintln!` would panic instead,
+/// and latchkey writes to stderr while it holds a lock with a command running: a
+/// panic then would leave the command's processes running and the lock held.
+pub fn error_line(text: impl Display) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
+/// `eprintln!` through [`error_line()`]: `errln!("latchkey: {why}")`.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::error_line(format_args!($($arg)*))
+    };
+}
+pub(crate) use errln;
 
 /// A duration for people: rounded to the millisecond, like `12s 340ms`.
 pub fn human(d: Duration) -> String {

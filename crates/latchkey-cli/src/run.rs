@@ -272,6 +272,11 @@ pub trait Held: Send + Sized {
         self.guard().hold_limit_reached()
     }
 
+    /// Whether any lease under it is known lost or has run out by our clock.
+    fn is_lost(&self) -> bool {
+        self.guard().is_lost()
+    }
+
     /// Releases it (a leadership resigns); whether it was still held.
     fn let_go(self) -> impl Future<Output = latchkey::Result<bool>> + Send;
 
@@ -336,6 +341,10 @@ impl<S: Pass + WakeUps> Held for Several<S> {
 
     fn hold_limit_reached(&self) -> bool {
         self.guard.hold_limit_reached()
+    }
+
+    fn is_lost(&self) -> bool {
+        self.guard.is_lost()
     }
 
     fn let_go(self) -> impl Future<Output = latchkey::Result<bool>> + Send {
@@ -509,13 +518,19 @@ const CAUGHT: [Signal; 7] = [
     Signal::SIGALRM,
 ];
 
+/// Signals that would stop latchkey (Ctrl-Z, a read or write of the terminal from
+/// the background): caught, so that the command's group stops with it. A command
+/// left running while latchkey is stopped would outlive its lease, which nothing
+/// renews meanwhile, and overlap the next holder.
+const SUSPENDING: [Signal; 3] = [Signal::SIGTSTP, Signal::SIGTTIN, Signal::SIGTTOU];
+
 /// The caught signals, as they arrive.
 pub struct Signals(tokio::sync::mpsc::UnboundedReceiver<Signal>);
 
 impl Signals {
     pub fn listen() -> Result<Self, Failure> {
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        for caught in CAUGHT {
+        for caught in CAUGHT.into_iter().chain(SUSPENDING) {
             let mut stream = signal(SignalKind::from_raw(caught as i32))
                 .map_err(|e| Failure::software(format!("cannot listen for {caught}: {e}")))?;
             let sender = sender.clone();
@@ -538,7 +553,22 @@ impl Signals {
         stopping
     }
 
+    /// The next signal that ends what latchkey does (waiting, watching). One that
+    /// would suspend it (Ctrl-Z) suspends it meanwhile, as by default: no command
+    /// runs under it yet.
     pub async fn recv(&mut self) -> Signal {
+        loop {
+            let signal = self.next().await;
+            if !SUSPENDING.contains(&signal) {
+                return signal;
+            }
+            suspend(None);
+        }
+    }
+
+    /// The next signal, suspending ones included (for [`supervise`], which stops
+    /// the command with latchkey).
+    async fn next(&mut self) -> Signal {
         // The listening tasks live as long as the runtime, so the channel stays open.
         self.0.recv().await.unwrap_or(Signal::SIGTERM)
     }
@@ -594,7 +624,9 @@ impl Reaper {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .process_group(0)
-            .kill_on_drop(true)
+            // Dropped without `dismiss` (a panic unwinding): its pipe closes, and it
+            // stops the group, as when latchkey dies.
+            .kill_on_drop(false)
             .spawn();
         match started {
             Ok(child) => Some(Reaper { child }),
@@ -671,7 +703,20 @@ async fn supervise<H: Held>(
                 }
                 return Ok(exit_code(status));
             }
-            signal = signals.recv() => {
+            signal = signals.next() => {
+                if SUSPENDING.contains(&signal) {
+                    suspend(pid);
+                    if !lease_lost && held.is_lost() {
+                        // Stopped since before its lease ended: it must not run again.
+                        forward(pid, Signal::SIGKILL);
+                        (lease_lost, killed) = (true, true);
+                        kill_timer.as_mut().reset(tokio::time::Instant::now());
+                        crate::output::errln!("latchkey: {signal} suspended the command past the lease on {}; it was killed (SIGKILL) before it could run on", held.lost_name(name));
+                        continue;
+                    }
+                    forward(pid, Signal::SIGCONT);
+                    continue;
+                }
                 if !pass_on(pid, signal) {
                     continue;
                 }
@@ -687,7 +732,7 @@ async fn supervise<H: Held>(
                     kill_timer.as_mut().reset(after(hold.kill_after));
                 }
                 let left = kill_timer.deadline().saturating_duration_since(tokio::time::Instant::now());
-                eprintln!("latchkey: {why}; sending SIGTERM (SIGKILL in {})", crate::output::human(left));
+                crate::output::errln!("latchkey: {why}; sending SIGTERM (SIGKILL in {})", crate::output::human(left));
             }
             () = &mut kill_timer, if (lease_lost || told_to_stop.is_some()) && !killed => {
                 forward(pid, Signal::SIGKILL);
@@ -737,6 +782,10 @@ fn after(kill_after: Duration) -> tokio::time::Instant {
 /// Passes `signal` on to the command's group; whether it is one that stops it (sent
 /// as [`stop`] sends it).
 fn pass_on(group: Option<Pid>, signal: Signal) -> bool {
+    // Only `supervise` suspends the group; while it is being stopped, no more.
+    if SUSPENDING.contains(&signal) {
+        return false;
+    }
     if !STOPPING.contains(&signal) {
         forward(group, signal);
         return false;
@@ -751,6 +800,16 @@ fn pass_on(group: Option<Pid>, signal: Signal) -> bool {
 fn stop(group: Option<Pid>, signal: Signal) {
     forward(group, signal);
     forward(group, Signal::SIGCONT);
+}
+
+/// Stops the command's group (SIGSTOP, which it cannot ignore as it could SIGTSTP),
+/// then latchkey, as the signal's default would have; returns once latchkey is
+/// continued (`fg`, `bg`, SIGCONT).
+fn suspend(group: Option<Pid>) {
+    forward(group, Signal::SIGSTOP);
+    if let Err(error) = nix::sys::signal::raise(Signal::SIGSTOP) {
+        tracing::debug!(%error, "could not stop latchkey");
+    }
 }
 
 /// Sends `signal` to the command's process group (its leader is the command).
@@ -786,7 +845,7 @@ async fn group_ends_by(group: Pid, deadline: tokio::time::Instant, signals: &mut
         }
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(20)) => {}
-            signal = signals.recv() => {
+            signal = signals.next() => {
                 if pass_on(Some(group), signal) {
                     return false;
                 }
@@ -859,7 +918,7 @@ async fn release<H: Held>(held: H) -> bool {
     };
     let rest = deadline.saturating_duration_since(tokio::time::Instant::now());
     if !latchkey::finish_background_releases(rest).await {
-        eprintln!(
+        crate::output::errln!(
             "latchkey: could not release the lock ({failed}); it frees itself when its lease ends"
         );
     }

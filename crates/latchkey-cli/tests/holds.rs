@@ -582,3 +582,98 @@ fn lock_delay_keeps_a_killed_latchkeys_lock_for_the_delay_after_its_lease() {
         "taken {waited:?} after the kill"
     );
 }
+
+/// Lines in `path` (0 before it exists).
+fn lines_in(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |text| text.lines().count())
+}
+
+/// Ctrl-Z (SIGTSTP) stops the command with latchkey: left running, it would go on
+/// past its lease, which nothing renews while latchkey is stopped. Continued within
+/// the lease, both go on; continued after it, the command (stopped since before the
+/// lease ended, while another holder may have taken the lock) is killed before it
+/// runs again, and latchkey exits 70.
+#[test]
+fn a_suspended_run_suspends_its_command_and_never_runs_it_past_the_lease() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let beats = dir.path().join("beats");
+    let script = format!(
+        "while :; do echo . >> {}; sleep 0.02; done",
+        beats.display()
+    );
+    let mut latchkey = run(&server, &["beat", "--ttl", "1s"], &script);
+    let me = Pid::from_raw(latchkey.id() as i32);
+    let still = |what: &str| {
+        let before = lines_in(&beats);
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(lines_in(&beats), before, "the command ran on {what}");
+    };
+    let started = Instant::now();
+    while lines_in(&beats) == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "never ran");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Stopped within the lease, then continued: the command goes on too.
+    kill(me, Signal::SIGTSTP).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    still("while latchkey was stopped");
+    kill(me, Signal::SIGCONT).unwrap();
+    let resumed = lines_in(&beats);
+    let started = Instant::now();
+    while lines_in(&beats) == resumed {
+        assert!(started.elapsed() < Duration::from_secs(5), "never resumed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Stopped past the lease: another holder takes the lock meanwhile.
+    kill(me, Signal::SIGTSTP).unwrap();
+    std::thread::sleep(Duration::from_millis(1_500));
+    let other = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", server.url())
+        .args(["run", "beat", "--no-wait", "--", "true"])
+        .status()
+        .unwrap();
+    assert!(other.success(), "the lease did not run out");
+    let before = lines_in(&beats);
+    kill(me, Signal::SIGCONT).unwrap();
+    let (code, stderr) = exit_of(&mut latchkey, || {}).expect("latchkey still runs");
+    assert_eq!(code, Some(70), "{stderr}");
+    assert!(stderr.contains("past the lease"), "{stderr}");
+    assert_eq!(lines_in(&beats), before, "the command ran past its lease");
+}
+
+/// A message latchkey cannot write (its stderr a pipe nobody reads, a terminal that
+/// hung up) is dropped: latchkey goes on stopping the command's group, grandchildren
+/// deaf to SIGTERM included, and exits 70, instead of panicking mid-hold and leaving
+/// them running without the lock.
+#[test]
+fn a_broken_stderr_does_not_stop_latchkey_from_stopping_its_command() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A grandchild deaf to TERM: only latchkey (or its reaper) stops it.
+    let (deaf, worker) = deaf_to(dir.path(), "TERM");
+    let deaf_script = dir.path().join("deaf.sh");
+    std::fs::write(&deaf_script, deaf).unwrap();
+    let script = format!("sh {} > /dev/null 2>&1 & wait", deaf_script.display());
+    let mut latchkey = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", server.url())
+        .args(["run", "mute", "--ttl", "1s", "--kill-after", "300ms"])
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn_running();
+    let worker = pid_in(&worker);
+    // Nobody reads stderr any more: writing to it fails (EPIPE).
+    drop(latchkey.stderr.take());
+    let broke: i32 = redis::cmd("DEL")
+        .arg("mute")
+        .query(&mut server.connection().unwrap())
+        .unwrap();
+    assert_eq!(broke, 1);
+    let exited = exit_of(&mut latchkey, || {});
+    let gone = all_gone_within(&[worker], Duration::from_secs(3));
+    cleanup(&[worker]);
+    let (code, _) = exited.expect("latchkey still runs");
+    assert_eq!(code, Some(70));
+    assert!(gone, "the command's worker outlived latchkey");
+}

@@ -59,7 +59,7 @@ pub async fn serve(global: &Global, args: ExporterArgs) -> Result<u8, Failure> {
         .local_addr()
         .map_err(|e| Failure::software(format!("cannot read the listening address: {e}")))?;
     if !global.quiet {
-        eprintln!("latchkey exporter: http://{at}/metrics for {deployment} {node}");
+        crate::output::errln!("latchkey exporter: http://{at}/metrics for {deployment} {node}");
     }
     let exporter = Arc::new(Exporter {
         survey: Mutex::new(Scrapes {
