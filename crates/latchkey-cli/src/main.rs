@@ -97,6 +97,9 @@ fn init_tracing(verbose: u8) {
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
+        // Its report of a failed write is an `eprintln!`, which panics on the
+        // same broken stderr (see `output::errln!`).
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }

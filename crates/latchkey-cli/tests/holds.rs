@@ -676,4 +676,12 @@ fn a_broken_stderr_does_not_stop_latchkey_from_stopping_its_command() {
     let (code, _) = exited.expect("latchkey still runs");
     assert_eq!(code, Some(70));
     assert!(gone, "the command's worker outlived latchkey");
+    // Its logs (-vv) into a pipe nobody reads do not end it either.
+    let mut logging = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", server.url())
+        .args(["-vv", "run", "mute", "--", "true"])
+        .stderr(Stdio::piped())
+        .spawn_running();
+    drop(logging.stderr.take());
+    assert_eq!(logging.wait().unwrap().code(), Some(0));
 }
