@@ -415,7 +415,7 @@ async fn inspect_and_list_see_elections_and_latches() {
     use latchkey::Kind;
     use latchkey::inspect::Primitive;
 
-    let (_server, client) = common::start().await;
+    let (server, client) = common::start().await;
     let leadership = client
         .election("nightly")
         .unwrap()
@@ -440,6 +440,34 @@ async fn inspect_and_list_see_elections_and_latches() {
             .lease_left
             .is_some_and(|left| left > Duration::ZERO)
     );
+    assert_eq!(election.waiters, 0);
+    // Two candidates in line (clients of their own, as two hosts would be):
+    // inspect and the election's status count them.
+    let mut candidates = Vec::new();
+    for value in ["host-b", "host-c"] {
+        let other = Client::open(&server.url()).await.unwrap();
+        let election = other.election("nightly").unwrap();
+        candidates.push(tokio::spawn(async move {
+            election.campaign(value).await.map(drop)
+        }));
+    }
+    let started = Instant::now();
+    loop {
+        let found = client.inspect("nightly").await.unwrap();
+        let Some(Primitive::Election(election)) = found.get(1) else {
+            panic!("{found:?}")
+        };
+        if election.waiters == 2 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "{found:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = client.election("nightly").unwrap().status().await.unwrap();
+    assert_eq!(status.waiters, 2);
+    for candidate in candidates {
+        candidate.abort();
+    }
 
     let found = client.inspect("gate").await.unwrap();
     let [Primitive::Latch(latch)] = found.as_slice() else {

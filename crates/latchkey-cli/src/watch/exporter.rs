@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use latchkey::Kind;
 use latchkey::inspect::Refreshed;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
 use super::{AnySurvey, Row, kind_label};
 use crate::cli::{ExporterArgs, Global};
@@ -38,6 +38,10 @@ struct Exporter {
 struct Scrapes {
     survey: AnySurvey,
     walks_completed: u64,
+    /// Why the last scrape could not read the deployment, if it could not: told
+    /// on stderr when it changes, so that `latchkey_state_up 0` is explained
+    /// without `-v`.
+    failing: Option<String>,
 }
 
 /// What one scrape found: the rows, or why the refresh failed.
@@ -65,49 +69,81 @@ pub async fn serve(global: &Global, args: ExporterArgs) -> Result<u8, Failure> {
         survey: Mutex::new(Scrapes {
             survey,
             walks_completed: 0,
+            failing: None,
         }),
         deployment,
         max_names: args.max_names,
     });
     let mut stop = signal(SignalKind::terminate())
         .map_err(|e| Failure::software(format!("cannot listen for signals: {e}")))?;
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let (stream, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
-                // A client that went away before we accepted it: nothing to serve.
+                // A client that went away before we accepted it, or no file
+                // descriptor left (EMFILE): a pause, not a loop at full speed, until
+                // connections end.
                 Err(error) => {
-                    tracing::debug!(%error, "accept failed");
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
                     continue;
                 }
             },
             _ = tokio::signal::ctrl_c() => return Ok(0),
             _ = stop.recv() => return Ok(0),
         };
-        let exporter = exporter.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                let exporter = exporter.clone();
-                async move { Ok::<_, Infallible>(exporter.answer(&request).await) }
-            });
-            let served = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-            if let Err(error) = served {
-                tracing::debug!(%error, "connection ended");
-            }
-        });
+        // Beyond the limit, closed at once: idle clients cannot crowd scrapers out
+        // for longer than the timeouts below.
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            tracing::debug!("too many connections: one closed");
+            continue;
+        };
+        tokio::spawn(Arc::clone(&exporter).serve_one(stream, permit));
     }
 }
 
+/// Connections served at once; more are closed as they come.
+const MAX_CONNECTIONS: usize = 64;
+
+/// How long a client may take to send a request's headers (an idle keep-alive
+/// connection included), and how long one connection may last in all.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+const CONNECTION_LIMIT: Duration = Duration::from_secs(300);
+
+/// The pause after a failed accept.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
 impl Exporter {
+    /// Serves one connection, within [`HEADER_TIMEOUT`] and [`CONNECTION_LIMIT`].
+    async fn serve_one(self: Arc<Self>, stream: TcpStream, _permit: OwnedSemaphorePermit) {
+        let service = hyper::service::service_fn(move |request| {
+            let exporter = Arc::clone(&self);
+            async move { Ok::<_, Infallible>(exporter.answer(&request).await) }
+        });
+        let served = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT)
+            .serve_connection(TokioIo::new(stream), service);
+        match tokio::time::timeout(CONNECTION_LIMIT, served).await {
+            Ok(Err(error)) => tracing::debug!(%error, "connection ended"),
+            Err(_) => tracing::debug!("connection open too long: closed"),
+            Ok(Ok(())) => {}
+        }
+    }
+
     async fn answer(self: &Arc<Self>, request: &Request<Incoming>) -> Response<Full<Bytes>> {
         if request.method() != Method::GET && request.method() != Method::HEAD {
-            return reply(
+            let mut refused = reply(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "text/plain",
                 "GET /metrics\n".to_owned(),
             );
+            refused.headers_mut().insert(
+                hyper::header::ALLOW,
+                hyper::header::HeaderValue::from_static("GET, HEAD"),
+            );
+            return refused;
         }
         match request.uri().path() {
             "/metrics" => {
@@ -142,6 +178,18 @@ impl Exporter {
         if refreshed.as_ref().is_ok_and(|done| done.walk_completed) {
             scrapes.walks_completed += 1;
         }
+        let failing = refreshed.as_ref().err();
+        if failing != scrapes.failing.as_ref() {
+            match failing {
+                Some(error) => crate::output::errln!(
+                    "latchkey exporter: cannot read the deployment (latchkey_state_up 0): {error}"
+                ),
+                None => crate::output::errln!(
+                    "latchkey exporter: reading the deployment again (latchkey_state_up 1)"
+                ),
+            }
+            scrapes.failing = failing.cloned();
+        }
         Scrape {
             took: started.elapsed(),
             rows: scrapes.survey.rows(),
@@ -160,9 +208,6 @@ impl Exporter {
             &[],
             u64::from(up),
         );
-        if let Err(error) = &scrape.refreshed {
-            tracing::warn!(%error, "refresh failed");
-        }
         if up {
             self.totals(&mut out, &scrape.rows);
             self.per_name(&mut out, &scrape.rows);

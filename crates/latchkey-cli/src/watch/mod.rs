@@ -155,6 +155,7 @@ impl Row {
                 ));
                 row.fence = status.leader.as_ref().map(|leader| leader.term);
                 row.left = status.lease_left;
+                row.waiters = status.waiters;
             }
             // Count downs landed, of the count.
             Primitive::Latch(status) => {

@@ -111,13 +111,17 @@ pub struct ElectionStatus {
     /// What is left of the lock's lease: when a leader that stopped renewing is
     /// gone. `None` when the lock is free, or held without expiry.
     pub lease_left: Option<Duration>,
+    /// Candidates waiting in line for the lock.
+    pub waiters: u64,
 }
 
+/// `look/election.lua`'s reply: state, pttl, term, value, candidates waiting.
+pub(crate) type ElectionReply = (u8, i64, String, String, u64);
+
 impl ElectionStatus {
-    /// From `look/election.lua`'s reply `{state, pttl, term, value}` for the
-    /// election `name`.
+    /// From `look/election.lua`'s reply for the election `name`.
     pub(crate) fn from_reply(
-        (state, pttl, term, value): (u8, i64, String, String),
+        (state, pttl, term, value, waiters): ElectionReply,
         name: &str,
     ) -> Result<Self> {
         let lease_left = u64::try_from(pttl).ok().map(Duration::from_millis);
@@ -136,6 +140,7 @@ impl ElectionStatus {
             leader,
             held: state != 0,
             lease_left,
+            waiters,
         })
     }
 }

@@ -86,7 +86,7 @@ impl Record {
     pub(crate) async fn read(&self) -> Result<ElectionStatus> {
         let call = ScriptCall::new(
             &scripts::ELECTION_LEADER,
-            &[self.lock.as_str(), self.record.as_str()],
+            &[self.lock.as_str(), self.record.as_str(), self.lock.queue()],
         );
         let reply = self.store.run(&call, &self.lock).await?;
         ElectionStatus::from_reply(reply, self.lock.name())

@@ -94,7 +94,9 @@ impl Primitive {
             Primitive::Semaphore(status) | Primitive::RwLock(status) => {
                 status.is_held() || status.waiters > 0
             }
-            Primitive::Election(status) => status.held || status.leader.is_some(),
+            Primitive::Election(status) => {
+                status.held || status.leader.is_some() || status.waiters > 0
+            }
             Primitive::RateLimit(_) | Primitive::Latch(_) => true,
         }
     }
@@ -258,6 +260,7 @@ impl Client<RedisStore> {
                         leader: before.leader,
                         held: true,
                         lease_left: lock.ttl,
+                        waiters: lock.waiters,
                     })
                 }))
             }

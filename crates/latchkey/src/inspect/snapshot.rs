@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::Primitive;
-use crate::election::{ElectionStatus, LEADER_RECORD};
+use crate::election::{ElectionReply, ElectionStatus, LEADER_RECORD};
 use crate::error::Result;
 use crate::key::{Kind, LockKey};
 use crate::latch::LatchStatus;
@@ -23,7 +23,7 @@ type StatusReply = (
     Option<PermitsReply>,
     Option<PermitsReply>,
     Vec<(String, i64, i64)>,
-    Option<(u8, i64, String, String)>,
+    Option<ElectionReply>,
     Option<(i64, i64)>,
 );
 
@@ -44,7 +44,7 @@ pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primit
         keys.extend([holders.as_str(), holders.fence(), holders.queue(), permits]);
     }
     keys.extend(rates.iter().map(String::as_str));
-    keys.extend([election.as_str(), &record, &latch]);
+    keys.extend([election.as_str(), &record, &latch, election.queue()]);
     let mut call = ScriptCall::new(&scripts::STATUS, &keys);
     call.arg(SemaphoreStatus::HOLDERS_SHOWN);
     let (lock, semaphore, rw_lock, rates, election_reply, latch): StatusReply =
@@ -71,10 +71,11 @@ pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primit
         .map(|reply| {
             ElectionStatus::from_reply(reply.clone(), election.name()).unwrap_or(ElectionStatus {
                 held: reply.0 != 0,
+                waiters: reply.4,
                 ..ElectionStatus::default()
             })
         })
-        .filter(|status| status.held)
+        .filter(|status| status.held || status.waiters > 0)
         .map(Primitive::Election);
     let latch = latch
         .and_then(LatchStatus::from_reply)

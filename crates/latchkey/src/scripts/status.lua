@@ -10,6 +10,7 @@
 --               cooldown, sliding window (log, tally), GCRA.
 -- KEYS[17..18]  an election of the name: its lock and its leader record.
 -- KEYS[19]      a latch of the name.
+-- KEYS[20]      the election's wait queue (its candidates in line).
 -- ARGV[1]       the most holders of a semaphore or read-write lock to list.
 --
 -- Returns {lock, semaphore, read-write lock, rate limits, election, latch}:
@@ -72,6 +73,6 @@ return {
   unless_foreign(permits_status, KEYS[4], KEYS[5], KEYS[6], KEYS[7], now, limit),
   unless_foreign(permits_status, KEYS[8], KEYS[9], KEYS[10], KEYS[11], now, limit),
   rates,
-  unless_foreign(election_status, KEYS[17], KEYS[18]),
+  unless_foreign(election_status, KEYS[17], KEYS[18], KEYS[20]),
   unless_foreign(latch_status, KEYS[19]),
 }

@@ -2,21 +2,23 @@
 -- helper: scripts/mod.rs puts it in front of the scripts that use it. Needs
 -- election/record.lua.
 
--- {state, pttl, term, value} of the election whose lock is `lock` and leader record
--- `record`: state 0 when nobody holds the lock; 1 when its holder proclaimed
--- itself; 2 when it is held but its holder has not (yet) proclaimed (it just won,
--- or it is another library's holder). pttl: the lock's lease left in ms (-1: no
--- expiry, -2: free), when a crashed leader's lock is free again. Term and value are
--- '' unless state is 1.
-local function election_status(lock, record)
+-- {state, pttl, term, value, waiting} of the election whose lock is `lock` and
+-- leader record `record`: state 0 when nobody holds the lock; 1 when its holder
+-- proclaimed itself; 2 when it is held but its holder has not (yet) proclaimed (it
+-- just won, or it is another library's holder). pttl: the lock's lease left in ms
+-- (-1: no expiry, -2: free), when a crashed leader's lock is free again. Term and
+-- value are '' unless state is 1. waiting: the candidates in line in the lock's
+-- queue `queue` (0 without one).
+local function election_status(lock, record, queue)
+  local waiting = queue and redis.call('ZCARD', queue) or 0
   local holder = redis.call('GET', lock)
   if not holder then
-    return {0, -2, '', ''}
+    return {0, -2, '', '', waiting}
   end
   local pttl = redis.call('PTTL', lock)
   local term, value = record_of(redis.call('GET', record), holder)
   if not term then
-    return {2, pttl, '', ''}
+    return {2, pttl, '', '', waiting}
   end
-  return {1, pttl, term, value}
+  return {1, pttl, term, value, waiting}
 end
