@@ -405,3 +405,67 @@ fn the_exporter_serves_a_quorum_s_locks() {
     );
     exporter.kill().unwrap();
 }
+
+/// Idle clients cannot take the exporter down: connections beyond its limit are
+/// closed at once, an idle one is closed once it has sent no request for 10 s, and
+/// scrapes are served again then. A method other than GET and HEAD is refused with
+/// the methods allowed.
+#[test]
+fn the_exporter_outlasts_idle_clients() {
+    let server = RedisServer::start().unwrap();
+    let (mut exporter, port) = exporter(&server.url());
+    let idle: Vec<TcpStream> = (0..80)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    // Refused (closed at once) while the idle ones fill every slot; served once
+    // they are closed.
+    let scrape = || -> std::io::Result<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+        write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response)?;
+        Ok(response)
+    };
+    let started = Instant::now();
+    loop {
+        let response = scrape();
+        if response
+            .as_ref()
+            .is_ok_and(|r| r.starts_with("HTTP/1.1 200 OK"))
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no scrape served: {response:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Every idle connection was closed by the exporter (a read finds the end).
+    for mut stream in idle {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .unwrap();
+        let mut rest = Vec::new();
+        let read = stream.read_to_end(&mut rest);
+        assert!(read.is_ok(), "an idle connection stayed open: {read:?}");
+    }
+    let mut post = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        post,
+        "POST /metrics HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    post.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 405"), "{response}");
+    assert!(
+        response.to_lowercase().contains("allow: get, head"),
+        "{response}"
+    );
+    exporter.kill().unwrap();
+    let _ = exporter.wait();
+}
