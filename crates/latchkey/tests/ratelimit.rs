@@ -494,3 +494,36 @@ async fn inspect_shows_what_each_algorithm_has_used() {
         "{ahead:?}"
     );
 }
+
+/// What another application keeps under a rate limit's key names (a string that is
+/// no time where GCRA keeps its state, a hash where a fixed window keeps its count)
+/// is not a rate limit: `inspect` and `list_all` leave it out, and a reset leaves
+/// it in place while it deletes latchkey's own state beside it.
+#[tokio::test]
+async fn foreign_data_under_a_rate_limit_key_is_not_a_rate_limit() {
+    use latchkey::Kind;
+    let (server, client) = common::start().await;
+    let mut admin = common::connect(&server.url()).await;
+    let _: () = admin.set("{t}:lk:gcra", "xx").await.unwrap();
+    let _: () = admin.hset("{t}:lk:rate", "f", "v").await.unwrap();
+    let _: () = admin.set("{t}:lk:cooldown", "1").await.unwrap();
+    assert_eq!(client.inspect("t").await.unwrap().len(), 1);
+    let listed = client.list_all("*").await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let reset = client.force_release("t", Kind::RateLimit).await.unwrap();
+    assert!(reset.is_some(), "the cooldown's state is latchkey's");
+    let gcra: String = admin.get("{t}:lk:gcra").await.unwrap();
+    assert_eq!(gcra, "xx");
+    let kept: usize = admin.hlen("{t}:lk:rate").await.unwrap();
+    assert_eq!(kept, 1);
+    let cooldown: bool = admin.exists("{t}:lk:cooldown").await.unwrap();
+    assert!(!cooldown, "the cooldown was not reset");
+    assert!(client.inspect("t").await.unwrap().is_empty());
+    assert!(
+        client
+            .force_release("t", Kind::RateLimit)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

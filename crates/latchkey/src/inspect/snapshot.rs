@@ -16,6 +16,10 @@ use crate::store::{LockReply, LockStatus, RedisStore};
 /// fixed window, cooldown, sliding window (log, tally), GCRA.
 const RATE_COMPANIONS: [&str; 5] = ["rate", "cooldown", "log", "tally", "gcra"];
 
+/// The algorithm whose state each of [`RATE_COMPANIONS`] holds, as `status.lua`
+/// names it.
+const RATE_ALGORITHMS: [&str; 5] = ["fixed", "cooldown", "sliding", "sliding", "gcra"];
+
 /// `status.lua`'s reply: lock, semaphore, read-write lock, `(algorithm, pttl,
 /// used)` for each rate limiter's state, election, latch.
 type StatusReply = (
@@ -89,21 +93,30 @@ pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primit
         .collect())
 }
 
-/// Deletes every rate limiter's state under `key`; returns what there was (the
-/// first algorithm's), if any.
+/// Deletes every rate limiter's state under `key` that [`read`] found (a key of
+/// another application's under a companion's name is left alone); returns what
+/// there was (the first algorithm's), if any.
 pub(super) async fn reset_rates(
     store: &RedisStore,
     key: &LockKey,
 ) -> Result<Option<RateLimitStatus>> {
-    let before = read(store, key).await?;
+    let found: Vec<RateLimitStatus> = read(store, key)
+        .await?
+        .into_iter()
+        .filter_map(|found| match found {
+            Primitive::RateLimit(status) => Some(status),
+            _ => None,
+        })
+        .collect();
+    let companions = RATE_COMPANIONS.iter().zip(RATE_ALGORITHMS);
+    let ours = companions.filter(|(_, algorithm)| found.iter().any(|f| f.algorithm == *algorithm));
     let mut del = redis::cmd("DEL");
-    for kind in RATE_COMPANIONS {
+    for (kind, _) in ours {
         del.arg(key.companion(kind));
     }
-    let deleted = store.query::<u64>(&del).await;
-    deleted.map_err(|error| store.error(error, key.as_str()))?;
-    Ok(before.into_iter().find_map(|found| match found {
-        Primitive::RateLimit(status) => Some(status),
-        _ => None,
-    }))
+    if !found.is_empty() {
+        let deleted = store.query::<u64>(&del).await;
+        deleted.map_err(|error| store.error(error, key.as_str()))?;
+    }
+    Ok(found.into_iter().next())
 }

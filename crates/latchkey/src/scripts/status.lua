@@ -22,7 +22,9 @@
 --                algorithm with state (switching algorithms leaves the old state to
 --                expire). `used`: cost units counted now (a fixed window's count,
 --                the sliding log's total, 1 in a cooldown), or for GCRA how far
---                its TAT is ahead of the server clock, in µs; -1 if unreadable;
+--                its TAT is ahead of the server clock, in µs; -1 if unreadable.
+--                A key of another type or content than latchkey writes there is
+--                left out;
 --   election     election_status (look/election.lua), or false when its keys hold
 --                another type;
 --   latch        latch_status (look/latch.lua), or false when its key holds
@@ -43,28 +45,45 @@ if lock_type == 'string' or lock_type == 'none' then
   lock = unless_foreign(lock_status, KEYS[1], KEYS[2], KEYS[3])
 end
 
--- What each algorithm's state says is used now (see above); pcall: a key another
--- application overwrote reads as -1, not as an error for the whole name.
+-- What each algorithm's state says is used now (see above), or nil when its key
+-- holds what latchkey does not write there: another application's data hides that
+-- algorithm, not the name (and a reset leaves it alone). pcall: a key of the
+-- sliding window's pair another application overwrote reads as unreadable.
 local used_by = {
-  fixed = function(key) return tonumber(redis.call('GET', key)) end,
+  fixed = function(key)
+    local count = tonumber(redis.call('GET', key))
+    return is_count(count) and count or nil
+  end,
   cooldown = function() return 1 end,
-  sliding = function() return tonumber(redis.call('HGET', KEYS[15], 'total')) end,
+  sliding = function() return tonumber(redis.call('HGET', KEYS[15], 'total')) or -1 end,
   gcra = function(key)
-    return math.max(0, (tonumber(redis.call('GET', key)) or now_us) - now_us)
+    local tat = tonumber(redis.call('GET', key))
+    if not tat or tat ~= tat then
+      return nil
+    end
+    return math.max(0, tat - now_us)
   end,
 }
 
 local rates = {}
 local algorithms = {'fixed', 'cooldown', 'sliding', 'sliding', 'gcra'}
+-- The Redis type each key holds when latchkey wrote it.
+local types = {'string', 'string', 'zset', 'hash', 'string'}
 for i, algorithm in ipairs(algorithms) do
   local key = KEYS[11 + i]
   local pttl = redis.call('PTTL', key)
   -- The sliding window's log and tally count once.
-  if pttl ~= -2 and rates[#rates - 2] ~= algorithm then
+  if pttl ~= -2 and rates[#rates - 2] ~= algorithm
+      and redis.call('TYPE', key)['ok'] == types[i] then
     local ok, used = pcall(used_by[algorithm], key)
-    rates[#rates + 1] = algorithm
-    rates[#rates + 1] = pttl
-    rates[#rates + 1] = (ok and used) or -1
+    if not ok then
+      used = -1
+    end
+    if used then
+      rates[#rates + 1] = algorithm
+      rates[#rates + 1] = pttl
+      rates[#rates + 1] = used
+    end
   end
 end
 
