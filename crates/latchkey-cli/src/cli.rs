@@ -452,8 +452,8 @@ pub struct TopArgs {
     #[command(flatten)]
     pub watch: WatchArgs,
 
-    /// Time between refreshes.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    /// Time between refreshes (at least 100ms: each refresh reads Redis).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = refresh_interval)]
     pub interval: Duration,
 
     /// Show only names containing this text (type / in the view to change it).
@@ -767,4 +767,15 @@ fn at_least_one(text: &str) -> Result<usize, String> {
         Ok(n) => Ok(n),
         Err(error) => Err(error.to_string()),
     }
+}
+
+/// `top --interval`: a duration of at least 100 ms, so that the view cannot turn
+/// into a load on Redis (each refresh sends a SCAN and reads names).
+#[cfg(feature = "top")]
+fn refresh_interval(text: &str) -> Result<Duration, String> {
+    let interval = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if interval < Duration::from_millis(100) {
+        return Err(format!("{text} is too short; the least is 100ms"));
+    }
+    Ok(interval)
 }

@@ -120,7 +120,12 @@ pub async fn leader(global: &Global, args: LeaderArgs) -> Result<u8, Failure> {
 /// One line: `VALUE term TERM`, or `no leader`.
 fn print(leader: Option<&Leader>) {
     match leader {
-        Some(leader) => outln!("{} term {}", leader.value, leader.term),
+        // A record another client wrote may hold escape sequences.
+        Some(leader) => outln!(
+            "{} term {}",
+            crate::output::printable(&leader.value),
+            leader.term
+        ),
         None => outln!("no leader"),
     }
 }

@@ -76,3 +76,14 @@ pub fn human_ms(ms: u64) -> String {
 pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
+
+/// `text` (a leader's value: anything a candidate campaigned with) safe to draw in
+/// a terminal: control characters replaced.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| match c.is_control() {
+            true => char::REPLACEMENT_CHARACTER,
+            false => c,
+        })
+        .collect()
+}

@@ -408,3 +408,35 @@ fn status_list_and_release_see_an_election_and_a_latch() {
     assert_eq!(views[0]["left"], 2, "the latch was left alone");
     stop(leading);
 }
+
+/// A leader record another client wrote with escape sequences in its value is
+/// printed with them replaced, not sent to the terminal.
+#[test]
+fn leader_prints_a_foreign_value_without_its_escape_sequences() {
+    let server = RedisServer::start().unwrap();
+    let mut admin = server.connection().unwrap();
+    let sha: String = redis::cmd("EVAL")
+        .arg("return redis.sha1hex(ARGV[1])")
+        .arg(0)
+        .arg("owner")
+        .query(&mut admin)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("{evil}:lk:elect")
+        .arg("owner")
+        .query(&mut admin)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("{evil}:lk:elect:lk:leader")
+        .arg(format!("{sha}:5:\x1b[2J\x1b]0;owned\x07host"))
+        .query(&mut admin)
+        .unwrap();
+    let out = output(&server, &["leader", "evil"]);
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        !shown.contains('\x1b') && !shown.contains('\x07'),
+        "{shown:?}"
+    );
+    assert!(shown.ends_with("host term 5\n"), "{shown:?}");
+}

@@ -215,6 +215,13 @@ fn top_refuses_to_run_without_a_terminal() {
     assert_eq!(out.status.code(), Some(64));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("needs a terminal"), "{stderr}");
+    // Refreshes closer than 100 ms apart would be a load on Redis.
+    let out = common::latchkey(&server.url(), &["top", "--interval", "10ms"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the least is 100ms"), "{stderr}");
 }
 
 /// One HTTP/1.1 GET; the status line and the body.

@@ -151,7 +151,7 @@ impl Row {
             Primitive::Election(status) => {
                 row.holder = Some(status.leader.as_ref().map_or_else(
                     || "a candidate, not proclaimed".to_owned(),
-                    |leader| printable(&leader.value),
+                    |leader| crate::output::printable(&leader.value),
                 ));
                 row.fence = status.leader.as_ref().map(|leader| leader.term);
                 row.left = status.lease_left;
@@ -200,17 +200,6 @@ pub fn oldest_hold(rows: &[Row]) -> Option<Duration> {
         .filter(|r| r.is_held() && r.kind != Kind::Election)
         .map(|r| r.held_for)
         .max()
-}
-
-/// `text` (a leader's value: anything a candidate campaigned with) safe to draw in
-/// a terminal: control characters replaced.
-fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| match c.is_control() {
-            true => char::REPLACEMENT_CHARACTER,
-            false => c,
-        })
-        .collect()
 }
 
 fn plural(n: u64) -> &'static str {
