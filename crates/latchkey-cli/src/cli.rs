@@ -18,7 +18,7 @@ pub struct Cli {
 }
 
 /// Options every command takes.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct Global {
     /// Redis URL: `redis://[user:password@]host[:port][/db]`, `rediss://` for TLS
     /// [default: redis://127.0.0.1:6379; `bench`: a private redis-server]. Several
@@ -425,7 +425,7 @@ pub struct ListArgs {
 
 /// What `top` and `exporter` ask of Redis per refresh.
 #[cfg(any(feature = "top", feature = "exporter"))]
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct WatchArgs {
     /// Keys walked per refresh and server: the COUNT of one SCAN (on a cluster one
     /// per primary, on a quorum one per master). A larger keyspace is covered over

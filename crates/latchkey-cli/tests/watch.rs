@@ -476,3 +476,40 @@ fn the_exporter_outlasts_idle_clients() {
     exporter.kill().unwrap();
     let _ = exporter.wait();
 }
+
+/// Started while Redis is down, the exporter serves `latchkey_state_up 0` (as
+/// redis_exporter does) instead of refusing to start, and reads the deployment
+/// once Redis is up.
+#[test]
+fn the_exporter_starts_before_redis_and_reads_it_once_up() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (mut exporter, at) = exporter(&format!("redis://127.0.0.1:{port}"));
+    let up = r#"latchkey_state_up{deployment="single"}"#;
+    let (status, body) = get(at, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(sample(&body, up), Some(0.0), "{body}");
+    let mut server = std::process::Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .spawn_running();
+    let (ok, body) = eventually(|| {
+        let (_, body) = get(at, "/metrics");
+        (sample(&body, up) == Some(1.0), body)
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    exporter.kill().unwrap();
+    let _ = exporter.wait();
+    assert!(ok, "{body}");
+}

@@ -23,7 +23,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
 use super::{AnySurvey, Row, kind_label};
-use crate::cli::{ExporterArgs, Global};
+use crate::cli::{ExporterArgs, Global, WatchArgs};
 use crate::exit::Failure;
 
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -33,15 +33,72 @@ struct Exporter {
     survey: Mutex<Scrapes>,
     deployment: &'static str,
     max_names: usize,
+    /// How to reach the deployment, for a survey not made yet.
+    global: Global,
+    watch: WatchArgs,
 }
 
 struct Scrapes {
-    survey: AnySurvey,
+    /// `None` until the deployment could be reached: the exporter serves
+    /// `latchkey_state_up 0` meanwhile, as redis_exporter does, instead of
+    /// refusing to start (a service manager starting Redis and the exporter
+    /// together would see it crash in a loop).
+    survey: Option<AnySurvey>,
     walks_completed: u64,
     /// Why the last scrape could not read the deployment, if it could not: told
     /// on stderr when it changes, so that `latchkey_state_up 0` is explained
     /// without `-v`.
     failing: Option<String>,
+}
+
+impl Scrapes {
+    /// One bounded refresh; first the survey, if the deployment could not be
+    /// reached before.
+    async fn refresh(&mut self, global: &Global, watch: &WatchArgs) -> Result<Refreshed, String> {
+        let survey = match &mut self.survey {
+            Some(survey) => survey,
+            None => {
+                let connected = AnySurvey::connect(global, watch).await;
+                let (survey, _) = connected.map_err(|failure| failure.message().to_owned())?;
+                self.survey.insert(survey)
+            }
+        };
+        let refreshed = survey.refresh().await.map_err(|e| e.to_string())?;
+        if refreshed.walk_completed {
+            self.walks_completed += 1;
+        }
+        Ok(refreshed)
+    }
+
+    /// Says on stderr why the deployment cannot be read, when that changes, and
+    /// when it can be read again.
+    fn tell(&mut self, failing: Option<&String>) {
+        if failing == self.failing.as_ref() {
+            return;
+        }
+        match failing {
+            Some(error) => crate::output::errln!(
+                "latchkey exporter: cannot read the deployment (latchkey_state_up 0): {error}"
+            ),
+            None => crate::output::errln!(
+                "latchkey exporter: reading the deployment again (latchkey_state_up 1)"
+            ),
+        }
+        self.failing = failing.cloned();
+    }
+}
+
+/// The deployment label before the deployment could be reached, from the
+/// options (one cluster node given without --cluster shows as `single` until
+/// then).
+fn expected_deployment(global: &Global) -> &'static str {
+    let urls = global.redis.iter().flat_map(|url| url.split(','));
+    match (global.cluster, &global.sentinel) {
+        (true, _) => "cluster",
+        (_, Some(_)) => "sentinel",
+        _ if urls.count() > 1 => "quorum",
+        _ => "single",
+    }
 }
 
 /// What one scrape found: the rows, or why the refresh failed.
@@ -54,8 +111,15 @@ struct Scrape {
 
 /// `latchkey exporter --listen ADDR`.
 pub async fn serve(global: &Global, args: ExporterArgs) -> Result<u8, Failure> {
-    let (survey, node) = AnySurvey::connect(global, &args.watch).await?;
-    let deployment = survey.deployment();
+    let (survey, node) = match AnySurvey::connect(global, &args.watch).await {
+        Ok((survey, node)) => (Some(survey), node),
+        // Down, or failing over: reached on a later scrape.
+        Err(failure) if failure.is_transient() => (None, failure.message().to_owned()),
+        Err(failure) => return Err(failure),
+    };
+    let deployment = survey
+        .as_ref()
+        .map_or_else(|| expected_deployment(global), AnySurvey::deployment);
     let listener = TcpListener::bind(args.listen)
         .await
         .map_err(|e| Failure::unavailable(format!("cannot listen on {}: {e}", args.listen)))?;
@@ -63,16 +127,26 @@ pub async fn serve(global: &Global, args: ExporterArgs) -> Result<u8, Failure> {
         .local_addr()
         .map_err(|e| Failure::software(format!("cannot read the listening address: {e}")))?;
     if !global.quiet {
-        crate::output::errln!("latchkey exporter: http://{at}/metrics for {deployment} {node}");
+        match survey {
+            Some(_) => crate::output::errln!(
+                "latchkey exporter: http://{at}/metrics for {deployment} {node}"
+            ),
+            None => crate::output::errln!(
+                "latchkey exporter: http://{at}/metrics (latchkey_state_up 0 until the deployment can be reached: {node})"
+            ),
+        }
     }
+    let failing = survey.is_none().then_some(node);
     let exporter = Arc::new(Exporter {
         survey: Mutex::new(Scrapes {
             survey,
             walks_completed: 0,
-            failing: None,
+            failing,
         }),
         deployment,
         max_names: args.max_names,
+        global: global.clone(),
+        watch: args.watch,
     });
     let mut stop = signal(SignalKind::terminate())
         .map_err(|e| Failure::software(format!("cannot listen for signals: {e}")))?;
@@ -174,25 +248,14 @@ impl Exporter {
     async fn scrape(&self) -> Scrape {
         let mut scrapes = self.survey.lock().await;
         let started = Instant::now();
-        let refreshed = scrapes.survey.refresh().await.map_err(|e| e.to_string());
-        if refreshed.as_ref().is_ok_and(|done| done.walk_completed) {
-            scrapes.walks_completed += 1;
-        }
-        let failing = refreshed.as_ref().err();
-        if failing != scrapes.failing.as_ref() {
-            match failing {
-                Some(error) => crate::output::errln!(
-                    "latchkey exporter: cannot read the deployment (latchkey_state_up 0): {error}"
-                ),
-                None => crate::output::errln!(
-                    "latchkey exporter: reading the deployment again (latchkey_state_up 1)"
-                ),
-            }
-            scrapes.failing = failing.cloned();
-        }
+        let refreshed = scrapes.refresh(&self.global, &self.watch).await;
+        scrapes.tell(refreshed.as_ref().err());
         Scrape {
             took: started.elapsed(),
-            rows: scrapes.survey.rows(),
+            rows: scrapes
+                .survey
+                .as_ref()
+                .map_or_else(Vec::new, AnySurvey::rows),
             refreshed,
             walks_completed: scrapes.walks_completed,
         }
@@ -204,7 +267,7 @@ impl Exporter {
         let up = scrape.refreshed.is_ok();
         out.gauge(
             "latchkey_state_up",
-            "Whether this scrape read the deployment (0: see the exporter's log).",
+            "Whether this scrape read the deployment (0: the exporter says why on stderr).",
             &[],
             u64::from(up),
         );
