@@ -63,7 +63,7 @@ pub async fn elect(global: &Global, args: ElectArgs) -> Result<u8, Failure> {
     run::hold_and_run(
         campaigning,
         wait,
-        (name, &format!("{name:?}")),
+        run::Named::one(name),
         &args.hold,
         signals,
     )

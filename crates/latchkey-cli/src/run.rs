@@ -61,8 +61,8 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
                 .with_fencing(Fencing::OnGrant))
         };
         if args.and.is_empty() {
-            let (mutex, waited) = (mutex(name)?, format!("{name:?}"));
-            hold_and_run(take(&mutex, wait), wait, (name, &waited), &args.hold, signals).await
+            let mutex = mutex(name)?;
+            hold_and_run(take(&mutex, wait), wait, Named::one(name), &args.hold, signals).await
         } else {
             let named = std::iter::once(name)
                 .chain(args.and.iter().map(String::as_str))
@@ -71,8 +71,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
             let order = named.iter().map(|mutex| mutex.key().clone()).collect();
             let names = std::iter::once(name).chain(args.and.iter().map(String::as_str));
             let names: Vec<String> = names.map(str::to_owned).collect();
-            let waited = names.iter().map(|name| format!("{name:?}"));
-            let waited = waited.collect::<Vec<_>>().join(" and ");
+            let words = Named::several(name, &names);
             let set = MultiLock::new(named)?;
             let taking = async {
                 let guard = take_all(&set, wait).await?;
@@ -82,7 +81,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Result<u8, Failure> {
                     names,
                 })
             };
-            hold_and_run(taking, wait, (name, &waited), &args.hold, signals).await
+            hold_and_run(taking, wait, words, &args.hold, signals).await
         }
     })
 }
@@ -138,14 +137,7 @@ pub async fn sem_run(global: &Global, args: SemRunArgs) -> Result<u8, Failure> {
             Wait::Forever => semaphore.acquire(args.weight).await,
         }
     };
-    hold_and_run(
-        taking,
-        wait,
-        (name, &format!("{name:?}")),
-        &args.hold,
-        signals,
-    )
-    .await
+    hold_and_run(taking, wait, Named::one(name), &args.hold, signals).await
 }
 
 /// `rw run`: the same, holding a read-write lock to read or to write.
@@ -167,14 +159,7 @@ pub async fn rw_run(global: &Global, args: RwRunArgs) -> Result<u8, Failure> {
             (true, Wait::Forever) => lock.write().await,
         }
     };
-    hold_and_run(
-        taking,
-        wait,
-        (name, &format!("{name:?}")),
-        &args.hold,
-        signals,
-    )
-    .await
+    hold_and_run(taking, wait, Named::one(name), &args.hold, signals).await
 }
 
 /// How long the options say to wait: for Redis (connecting), then for the lock.
@@ -375,17 +360,42 @@ impl<S: Pass + WakeUps> Held for Several<S> {
     }
 }
 
+/// What a run waits for and holds: the name its command's environment gives
+/// (`LATCHKEY_LOCK`), and the words its messages use.
+pub struct Named<'a> {
+    name: &'a str,
+    /// Quoted: `"a"`, or `"a" and "b"` for `run a --and b`.
+    waited: String,
+}
+
+impl<'a> Named<'a> {
+    pub fn one(name: &'a str) -> Self {
+        Named {
+            name,
+            waited: format!("{name:?}"),
+        }
+    }
+
+    /// `name` first of `all`, the locks taken together.
+    fn several(name: &'a str, all: &[String]) -> Self {
+        let quoted: Vec<String> = all.iter().map(|each| format!("{each:?}")).collect();
+        Named {
+            name,
+            waited: quoted.join(" and "),
+        }
+    }
+}
+
 /// Waits for `taking` (a lock, permits, a read or write lock, a leadership), then
-/// runs the command under what it gives. `waited` names what is waited for in
-/// messages (`"a"`, or `"a" and "b"` for `run a --and b`).
+/// runs the command under what it gives.
 pub async fn hold_and_run<H: Held>(
     taking: impl Future<Output = latchkey::Result<H>>,
     wait: Wait,
-    (name, waited): (&str, &str),
+    Named { name, waited }: Named<'_>,
     hold: &HoldArgs,
     mut signals: Signals,
 ) -> Result<u8, Failure> {
-    let held = wait_for(taking, wait, waited, &mut signals).await?;
+    let held = wait_for(taking, wait, &waited, &mut signals).await?;
     let child = match start(&held, name, hold).await {
         Ok(child) => child,
         Err(failure) => {
