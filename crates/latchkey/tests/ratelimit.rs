@@ -526,4 +526,14 @@ async fn foreign_data_under_a_rate_limit_key_is_not_a_rate_limit() {
             .unwrap()
             .is_none()
     );
+    // A sliding window's log beside a string where its tally goes: the reset
+    // deletes the log only.
+    let sliding = Policy::sliding_window(5, Duration::from_secs(60)).unwrap();
+    assert!(decide(&client, "t", &sliding, 1).await.allowed);
+    let _: () = admin.set("{t}:lk:tally", "theirs").await.unwrap();
+    let reset = client.force_release("t", Kind::RateLimit).await.unwrap();
+    assert!(reset.is_some());
+    let log: bool = admin.exists("{t}:lk:log").await.unwrap();
+    let tally: String = admin.get("{t}:lk:tally").await.unwrap();
+    assert_eq!((log, tally.as_str()), (false, "theirs"));
 }

@@ -108,13 +108,25 @@ pub(super) async fn reset_rates(
             _ => None,
         })
         .collect();
-    let companions = RATE_COMPANIONS.iter().zip(RATE_ALGORITHMS);
-    let ours = companions.filter(|(_, algorithm)| found.iter().any(|f| f.algorithm == *algorithm));
     let mut del = redis::cmd("DEL");
-    for (kind, _) in ours {
-        del.arg(key.companion(kind));
+    let mut any = false;
+    for (kind, algorithm) in RATE_COMPANIONS.iter().zip(RATE_ALGORITHMS) {
+        if !found.iter().any(|f| f.algorithm == algorithm) {
+            continue;
+        }
+        // A sliding window is found by either of its keys: the other may be
+        // another application's.
+        let companion = key.companion(kind);
+        let held: String = store
+            .query(redis::cmd("TYPE").arg(&companion))
+            .await
+            .map_err(|error| store.error(error, key.as_str()))?;
+        if held == crate::key::redis_type(&companion) {
+            del.arg(companion);
+            any = true;
+        }
     }
-    if !found.is_empty() {
+    if any {
         let deleted = store.query::<u64>(&del).await;
         deleted.map_err(|error| store.error(error, key.as_str()))?;
     }

@@ -57,8 +57,8 @@ local used_by = {
   cooldown = function() return 1 end,
   sliding = function() return tonumber(redis.call('HGET', KEYS[15], 'total')) or -1 end,
   gcra = function(key)
-    local tat = tonumber(redis.call('GET', key))
-    if not tat or tat ~= tat then
+    local tat = tonumber(string.match(redis.call('GET', key), '^%d+$'))
+    if not is_count(tat) then
       return nil
     end
     return math.max(0, tat - now_us)

@@ -16,14 +16,14 @@ local function weighed(weight, owner)
   return weight .. '*' .. owner
 end
 
--- A member another writer left (no weight, a weight of 0 or past 2^53) fails the
--- script with WRONGTYPE: every caller reads its members before its first write,
--- so nothing is left half done.
+-- nil for a member another writer left (no weight, a weight of 0 or past 2^53):
+-- it counts for nothing and names no holder. (Not an error: most callers meet
+-- members after their first write, and a script is not rolled back.)
 local function weight_and_owner(token)
   local weight, owner = string.match(token, '^(%d+)%*(.+)$')
   weight = tonumber(weight)
   if not is_count(weight) or weight == 0 then
-    error({err = 'WRONGTYPE the semaphore holds a member latchkey did not write'})
+    return nil
   end
   return weight, owner
 end
@@ -41,7 +41,7 @@ local function weight_sum(holders, used)
   end
   local total = 0
   for _, member in ipairs(redis.call('ZRANGE', holders, 0, -1)) do
-    total = total + weight_and_owner(member)
+    total = total + (weight_and_owner(member) or 0)
   end
   return total, false
 end
@@ -62,7 +62,7 @@ local function live_weight(holders, used, now)
   local total, stored = weight_sum(holders, used)
   local ended = redis.call('ZRANGEBYSCORE', holders, '-inf', now)
   for _, member in ipairs(ended) do
-    total = total - weight_and_owner(member)
+    total = total - (weight_and_owner(member) or 0)
   end
   if #ended > 0 then
     redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
@@ -103,26 +103,29 @@ local function serve_line(keys, permits, used, last, us, sharded, caller)
     end
     local asked, token = member_lease_and_token(waiter)
     local weight, owner = weight_and_owner(token)
-    if used + weight > permits then
+    if weight and used + weight > permits then
       break
     end
-    -- What is left of its waiter lease or the lease it asked for, whichever is
-    -- shorter: a waiter that died costs no more than either. The caller is alive
-    -- (it is asking): it gets its whole lease, as its reply says.
-    local ttl = asked
-    if token ~= caller then
-      ttl = math.min(lease_left, asked)
+    if weight then
+      -- What is left of its waiter lease or the lease it asked for, whichever is
+      -- shorter: a waiter that died costs no more than either. The caller is alive
+      -- (it is asking): it gets its whole lease, as its reply says.
+      local ttl = asked
+      if token ~= caller then
+        ttl = math.min(lease_left, asked)
+      end
+      local fence = grant_permit(holders, used_key, fence_key, token, weight, ttl, last, us)
+      last = fence
+      used = used + weight
+      if token == caller then
+        caller_fence = fence
+      elseif channel then
+        local told = string.format('%s:%d:%d', redis.sha1hex(owner), fence, lease_end)
+        redis.pcall(sharded and 'SPUBLISH' or 'PUBLISH', channel, told)
+      end
     end
-    local fence = grant_permit(holders, used_key, fence_key, token, weight, ttl, last, us)
-    last = fence
-    used = used + weight
+    -- Served, or another writer's entry, which waits for nothing.
     leave_queue(queue, leases, waiter)
-    if token == caller then
-      caller_fence = fence
-    elseif channel then
-      local told = string.format('%s:%d:%d', redis.sha1hex(owner), fence, lease_end)
-      redis.pcall(sharded and 'SPUBLISH' or 'PUBLISH', channel, told)
-    end
   end
   return used, last, caller_fence
 end
@@ -138,7 +141,7 @@ local function no_permit(holders, now, owed, floor, lease_end)
     pttl = tonumber(first[2]) - now
     if not owed then
       local _, owner = weight_and_owner(first[1])
-      holder = owner
+      holder = owner or false
     end
   end
   return {0, pttl, holder, floor or 0, lease_end or 0}
