@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::try_join_all;
 use latchkey::store::{Pass, WakeUps};
 use latchkey::{Fairness, Fencing, Lease, LockKey, MultiLock, MultiLockGuard, Mutex, MutexGuard};
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{SigHandler, Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
@@ -528,17 +528,29 @@ const CAUGHT: [Signal; 7] = [
     Signal::SIGALRM,
 ];
 
-/// Signals that would stop latchkey (Ctrl-Z, a read or write of the terminal from
-/// the background): caught, so that the command's group stops with it. A command
-/// left running while latchkey is stopped would outlive its lease, which nothing
-/// renews meanwhile, and overlap the next holder.
-const SUSPENDING: [Signal; 3] = [Signal::SIGTSTP, Signal::SIGTTIN, Signal::SIGTTOU];
+/// Signals that would stop latchkey (Ctrl-Z): caught, so that the command's group
+/// stops with it. A command left running while latchkey is stopped would outlive
+/// its lease, which nothing renews meanwhile, and overlap the next holder.
+/// (latchkey never reads the terminal, so SIGTTIN cannot stop it; SIGTTOU, which a
+/// write from the background may raise, is ignored: see [`Signals::listen`].)
+const SUSPENDING: [Signal; 1] = [Signal::SIGTSTP];
 
 /// The caught signals, as they arrive.
 pub struct Signals(tokio::sync::mpsc::UnboundedReceiver<Signal>);
 
 impl Signals {
     pub fn listen() -> Result<Self, Failure> {
+        // A message written to the terminal from the background (`stty tostop`)
+        // raises SIGTTOU: by default it would stop latchkey with the command
+        // running on; caught, the write would be restarted and raise it again, for
+        // ever. Ignored, the write goes through. The command gets the default back
+        // (`command`).
+        // SAFETY: SIG_IGN installs no handler; nothing else in latchkey sets one
+        // for SIGTTOU.
+        if let Err(error) = unsafe { nix::sys::signal::signal(Signal::SIGTTOU, SigHandler::SigIgn) }
+        {
+            tracing::debug!(%error, "cannot ignore SIGTTOU");
+        }
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         for caught in CAUGHT.into_iter().chain(SUSPENDING) {
             let mut stream = signal(SignalKind::from_raw(caught as i32))
@@ -591,6 +603,9 @@ impl Signals {
 fn die_with_parent(command: &mut Command) {
     let parent = nix::unistd::getpid();
     let arm = move || {
+        // SAFETY (as below): sigaction is async-signal-safe. latchkey ignores
+        // SIGTTOU (`Signals::listen`); the command gets it as any program does.
+        unsafe { nix::sys::signal::signal(Signal::SIGTTOU, SigHandler::SigDfl) }?;
         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
         // latchkey died between the fork and the prctl: nobody would kill us later.
         if nix::unistd::getppid() != parent {
@@ -816,9 +831,25 @@ fn stop(group: Option<Pid>, signal: Signal) {
 /// then latchkey, as the signal's default would have; returns once latchkey is
 /// continued (`fg`, `bg`, SIGCONT).
 fn suspend(group: Option<Pid>) {
+    if !stoppable() {
+        return;
+    }
     forward(group, Signal::SIGSTOP);
     if let Err(error) = nix::sys::signal::raise(Signal::SIGSTOP) {
         tracing::debug!(%error, "could not stop latchkey");
+    }
+}
+
+/// Whether anyone could continue latchkey if it stopped: its parent is in another
+/// process group of its session (a shell with job control). The kernel discards
+/// a terminal stop signal sent to an orphaned group (under systemd, nohup, a
+/// script); so does latchkey, instead of stopping where nobody would continue it.
+fn stoppable() -> bool {
+    use nix::unistd::{getpgid, getpgrp, getppid, getsid};
+    let parent = getppid();
+    match (getpgid(Some(parent)), getsid(Some(parent)), getsid(None)) {
+        (Ok(group), Ok(session), Ok(own)) => group != getpgrp() && session == own,
+        _ => false,
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -602,7 +603,15 @@ fn a_suspended_run_suspends_its_command_and_never_runs_it_past_the_lease() {
         "while :; do echo . >> {}; sleep 0.02; done",
         beats.display()
     );
-    let mut latchkey = run(&server, &["beat", "--ttl", "1s"], &script);
+    // A job of its own, as a shell with job control starts it (a stop in a group
+    // nobody could continue is ignored, as the kernel ignores it).
+    let mut latchkey = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", server.url())
+        .args(["run", "beat", "--ttl", "1s", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn_running();
     let me = Pid::from_raw(latchkey.id() as i32);
     let still = |what: &str| {
         let before = lines_in(&beats);

@@ -31,7 +31,6 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// The survey, and what the scrapes so far add up to.
 struct Exporter {
     survey: Mutex<Scrapes>,
-    deployment: &'static str,
     max_names: usize,
     /// How to reach the deployment, for a survey not made yet.
     global: Global,
@@ -44,6 +43,9 @@ struct Scrapes {
     /// refusing to start (a service manager starting Redis and the exporter
     /// together would see it crash in a loop).
     survey: Option<AnySurvey>,
+    /// The `deployment` label: the survey's, or until there is one, what the
+    /// options say.
+    deployment: &'static str,
     walks_completed: u64,
     /// Why the last scrape could not read the deployment, if it could not: told
     /// on stderr when it changes, so that `latchkey_state_up 0` is explained
@@ -60,6 +62,7 @@ impl Scrapes {
             None => {
                 let connected = AnySurvey::connect(global, watch).await;
                 let (survey, _) = connected.map_err(|failure| failure.message().to_owned())?;
+                self.deployment = survey.deployment();
                 self.survey.insert(survey)
             }
         };
@@ -103,6 +106,7 @@ fn expected_deployment(global: &Global) -> &'static str {
 
 /// What one scrape found: the rows, or why the refresh failed.
 struct Scrape {
+    deployment: &'static str,
     refreshed: Result<Refreshed, String>,
     took: Duration,
     rows: Vec<Row>,
@@ -140,10 +144,10 @@ pub async fn serve(global: &Global, args: ExporterArgs) -> Result<u8, Failure> {
     let exporter = Arc::new(Exporter {
         survey: Mutex::new(Scrapes {
             survey,
+            deployment,
             walks_completed: 0,
             failing,
         }),
-        deployment,
         max_names: args.max_names,
         global: global.clone(),
         watch: args.watch,
@@ -251,6 +255,7 @@ impl Exporter {
         let refreshed = scrapes.refresh(&self.global, &self.watch).await;
         scrapes.tell(refreshed.as_ref().err());
         Scrape {
+            deployment: scrapes.deployment,
             took: started.elapsed(),
             rows: scrapes
                 .survey
@@ -263,7 +268,7 @@ impl Exporter {
 
     /// The text exposition of `scrape`.
     fn render(&self, scrape: &Scrape) -> String {
-        let mut out = Text::new(self.deployment);
+        let mut out = Text::new(scrape.deployment);
         let up = scrape.refreshed.is_ok();
         out.gauge(
             "latchkey_state_up",

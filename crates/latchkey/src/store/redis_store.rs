@@ -673,12 +673,32 @@ impl RedisStore {
         let reply = self.script_context(reply, &mut conn, call, key).await?;
         match T::from_redis_value(reply) {
             Ok(reply) => Ok(reply),
-            // The script passed on a value another writer left (a semaphore
-            // member's weight past 2^64): the key is named as for a WRONGTYPE.
-            Err(_) => {
-                Err(Box::pin(self.foreign_key(&mut conn, call, key.as_str().to_owned())).await)
-            }
+            // Boxed, as below: off every call's future.
+            Err(error) => Err(Box::pin(self.unreadable(&mut conn, call, key, error)).await),
         }
+    }
+
+    /// The error for a reply of `call` its type does not fit: a key of another
+    /// type than latchkey keeps there, if one is (the script passed on what
+    /// another writer left), named as for a WRONGTYPE; else the reply itself,
+    /// which is no protocol error (redis-rs gives both one kind).
+    async fn unreadable(
+        &self,
+        conn: &mut Connection,
+        call: &ScriptCall<'_>,
+        key: &LockKey,
+        error: redis::ParsingError,
+    ) -> Error {
+        if let Some(foreign) = self.foreign_key(conn, call).await {
+            return Error::WrongType { key: foreign };
+        }
+        let detail = format!("a script about {} answered {error}", key.as_str());
+        let unexpected = (
+            ErrorKind::UnexpectedReturnType,
+            "a reply latchkey cannot read",
+            detail,
+        );
+        self.error(redis::RedisError::from(unexpected), key.as_str())
     }
 
     /// [`context`](Self::context) for a reply of `call`: a WRONGTYPE names the
@@ -692,23 +712,24 @@ impl RedisStore {
     ) -> Result<T> {
         match self.context(reply, key.as_str()) {
             // Boxed: the error path's pipeline stays out of every call's future.
-            Err(Error::WrongType { key }) => Err(Box::pin(self.foreign_key(conn, call, key)).await),
+            // Else its first key, whose content the scripts check (a rate limit's
+            // count, a latch's "left:count").
+            Err(Error::WrongType { key }) => {
+                let foreign = Box::pin(self.foreign_key(conn, call)).await;
+                let first = call.keys().next().map(str::to_owned);
+                Err(Error::WrongType {
+                    key: foreign.or(first).unwrap_or(key),
+                })
+            }
             reply => reply,
         }
     }
 
-    /// The error for a script that met a key of another type: the key of `call`
-    /// that holds a type latchkey does not keep there, found by `TYPE` (a script's
-    /// WRONGTYPE does not say which); else its first key, whose content the
-    /// scripts check (a rate limit's count, a latch's "left:count"). Only on this
+    /// The key of `call` that holds a type latchkey does not keep there, found by
+    /// `TYPE` (a script's WRONGTYPE does not say which), if one does. Only on an
     /// error path: an operator told to clear "{pool}:lk:sem" must not be sent to
     /// a key that is fine.
-    async fn foreign_key(
-        &self,
-        conn: &mut Connection,
-        call: &ScriptCall<'_>,
-        key: String,
-    ) -> Error {
+    async fn foreign_key(&self, conn: &mut Connection, call: &ScriptCall<'_>) -> Option<String> {
         let mut pipe = redis::pipe();
         for each in call.keys() {
             pipe.cmd("TYPE").arg(each);
@@ -717,10 +738,7 @@ impl RedisStore {
         let foreign = call.keys().zip(&types).find(|(each, found)| {
             found.as_str() != "none" && found.as_str() != crate::key::redis_type(each)
         });
-        let foreign = foreign.map(|(each, _)| each).or_else(|| call.keys().next());
-        Error::WrongType {
-            key: foreign.map_or(key, str::to_owned),
-        }
+        foreign.map(|(each, _)| each.to_owned())
     }
 
     /// Sorts a failed reply into latchkey's errors, naming this node and `key`.
