@@ -199,9 +199,9 @@ process group while it runs. INT, TERM and QUIT also stop it: the group gets
 SIGKILL after --kill-after (at once on a second one), and what the command leaves
 running when it ends gets SIGTERM, then SIGKILL, before the lock is released.
 Received while waiting for the lock, they make latchkey leave the wait queue and
-exit 128+N. TSTP (Ctrl-Z), TTIN and TTOU stop the command's group (SIGSTOP) with
-latchkey; continued after the lease ran out, the command is killed before it can
-run again, and latchkey exits 70.
+exit 128+N. TSTP (Ctrl-Z) stops the command's group (SIGSTOP) with latchkey;
+continued after the lease ran out, the command is killed before it can run again,
+and latchkey exits 70.
 
 Durations: 500ms, 30s, 5m, 1h 30m. A name that starts with '-' goes after '--name'.
 
