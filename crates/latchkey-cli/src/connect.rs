@@ -39,6 +39,21 @@ pub enum Deployment<'a> {
     Quorum(&'a [String]),
 }
 
+impl Deployment<'_> {
+    /// Its kind as the library's metrics and the exporter's `deployment` label
+    /// name it (a single URL that turns out to be a cluster node says `single`
+    /// until connected).
+    #[cfg_attr(not(feature = "exporter"), allow(dead_code))]
+    pub fn label(&self) -> &'static str {
+        match self {
+            Deployment::Single(_) => "single",
+            Deployment::Cluster(_) => "cluster",
+            Deployment::Sentinel(..) => "sentinel",
+            Deployment::Quorum(_) => "quorum",
+        }
+    }
+}
+
 /// A client of whichever deployment the options name.
 pub enum Connected {
     /// One server, a cluster or Sentinel.

@@ -91,19 +91,6 @@ impl Scrapes {
     }
 }
 
-/// The deployment label before the deployment could be reached, from the
-/// options (one cluster node given without --cluster shows as `single` until
-/// then).
-fn expected_deployment(global: &Global) -> &'static str {
-    let urls = global.redis.iter().flat_map(|url| url.split(','));
-    match (global.cluster, &global.sentinel) {
-        (true, _) => "cluster",
-        (_, Some(_)) => "sentinel",
-        _ if urls.count() > 1 => "quorum",
-        _ => "single",
-    }
-}
-
 /// What one scrape found: the rows, or why the refresh failed.
 struct Scrape {
     deployment: &'static str,
@@ -121,9 +108,11 @@ pub async fn serve(global: &Global, args: ExporterArgs) -> Result<u8, Failure> {
         Err(failure) if failure.is_transient() => (None, failure.message().to_owned()),
         Err(failure) => return Err(failure),
     };
-    let deployment = survey
-        .as_ref()
-        .map_or_else(|| expected_deployment(global), AnySurvey::deployment);
+    // Before the deployment could be reached, what the options say it is.
+    let deployment = match &survey {
+        Some(survey) => survey.deployment(),
+        None => crate::connect::deployment(global)?.label(),
+    };
     let listener = TcpListener::bind(args.listen)
         .await
         .map_err(|e| Failure::unavailable(format!("cannot listen on {}: {e}", args.listen)))?;
