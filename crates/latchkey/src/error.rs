@@ -671,6 +671,19 @@ fn no_quorum_detail(
     }
 }
 
+/// A refused duration as its caller gave it: `Debug`'s units and fractions
+/// ("1.5µs", "316224000s"), but zero as "0s", where `Debug` says "0ns".
+pub(crate) struct Given(pub(crate) Duration);
+
+impl std::fmt::Display for Given {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.is_zero() {
+            true => f.write_str("0s"),
+            false => write!(f, "{:?}", self.0),
+        }
+    }
+}
+
 pub(crate) fn humanize(d: Duration) -> String {
     if d < Duration::from_secs(1) {
         return format!("{}ms", d.as_millis());

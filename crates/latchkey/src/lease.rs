@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Given, Result};
 
 /// Longest lease accepted: far beyond any sane lock, and well inside what Redis's
 /// `PX` and our deadline arithmetic can represent.
@@ -53,7 +53,8 @@ impl Ttl {
     fn named(ttl: Duration, what: std::fmt::Arguments<'_>) -> Result<Self> {
         if ttl < Duration::from_millis(1) {
             return Err(Error::InvalidArgument(format!(
-                "{what} {ttl:?} is below 1ms, the smallest lease Redis's PX can set"
+                "{what} {} is below 1ms, the smallest lease Redis's PX can set",
+                Given(ttl)
             )));
         }
         if ttl > MAX_TTL {
@@ -71,7 +72,8 @@ impl Ttl {
     pub(crate) fn at_least(ttl: Duration, min: Duration, what: &str) -> Result<Self> {
         if ttl < min {
             return Err(Error::InvalidArgument(format!(
-                "{what} of {ttl:?} is too short; the least is {min:?}"
+                "{what} of {} is too short; the least is {min:?}",
+                Given(ttl)
             )));
         }
         Ttl::named(ttl, format_args!("{what} of"))
@@ -323,7 +325,8 @@ impl Lease {
         if self.ttl.plus(whole).is_err() {
             // Named as given: the sum above is clamped.
             return Err(Error::InvalidArgument(format!(
-                "a lock delay of {delay:?} after a lease of {:?} is too long; together they may be at most {} days",
+                "a lock delay of {} after a lease of {:?} is too long; together they may be at most {} days",
+                Given(delay),
                 self.ttl.as_duration(),
                 MAX_TTL.as_secs() / 86_400
             )));

@@ -31,6 +31,26 @@ async fn bad_arguments_are_refused_before_anything_is_sent() {
             "{ttl:?}"
         );
     }
+    // A refused duration is named as given: zero as "0s", a fraction in its unit.
+    let named = [
+        (Lease::fixed(Duration::ZERO), "lease of 0s is too short"),
+        (
+            Lease::fixed(Duration::from_micros(999)),
+            "lease of 999µs is too short",
+        ),
+        (Lease::renewed(Duration::ZERO), "lease of 0s is too short"),
+        (
+            Lease::fixed(Duration::from_secs(1))
+                .and_then(|lease| lease.with_max_hold(Duration::ZERO)),
+            "hold limit of 0s is too short",
+        ),
+    ];
+    for (refused, words) in named {
+        match refused {
+            Err(Error::InvalidArgument(message)) => assert!(message.contains(words), "{message}"),
+            other => panic!("{other:?}"),
+        }
+    }
     // A renewed lease too short to renew (every third of it) is refused.
     for ttl in [Duration::from_millis(1), Duration::from_millis(99)] {
         assert!(

@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::Script;
 
 use super::Decision;
-use crate::error::{Error, Result};
+use crate::error::{Error, Given, Result};
 use crate::key::LockKey;
 use crate::lease::{MAX_TTL, Ttl};
 use crate::scripts::{self, ScriptCall};
@@ -155,14 +155,16 @@ impl Policy {
         let policy = Policy::new(Algorithm::Gcra { burst }, rate, per)?;
         if (policy.period.as_duration().as_micros() as u64) < rate {
             return invalid(format!(
-                "a rate of {rate} per {per:?} is more than one call per µs"
+                "a rate of {rate} per {} is more than one call per µs",
+                Given(per)
             ));
         }
         let interval = policy.emission_interval_us();
         let span = burst.checked_add(1).and_then(|n| n.checked_mul(interval));
         if span.is_none_or(|span| span > MAX_TTL.as_micros() as u64) {
             return invalid(format!(
-                "a burst of {burst} at {rate} per {per:?} spans more than ten years"
+                "a burst of {burst} at {rate} per {} spans more than ten years",
+                Given(per)
             ));
         }
         Ok(policy)

@@ -14,7 +14,7 @@ use super::{
     LockStore, Pass, RESPONSE_TIMEOUT, RateStore, WakeUps, Watch,
 };
 use super::{cluster, fence_from, released_alone, sentinel};
-use crate::error::{Error, Result};
+use crate::error::{Error, Given, Result};
 use crate::key::{LockKey, is_companion_key, slot};
 use crate::lease::Ttl;
 use crate::ratelimit::{Decision, Policy};
@@ -358,7 +358,8 @@ impl RedisStore {
         let longest = RESPONSE_TIMEOUT / 2;
         if timeout < Duration::from_millis(1) || timeout > longest {
             return Err(Error::InvalidArgument(format!(
-                "a replica wait of {timeout:?}: it must be from 1ms to {longest:?} (half the reply timeout)"
+                "a replica wait of {}: it must be from 1ms to {longest:?} (half the reply timeout)",
+                Given(timeout)
             )));
         }
         Ok(())
