@@ -669,6 +669,48 @@ async fn a_holder_latchkey_did_not_write_counts_for_nothing() {
     assert!(held.release().await.unwrap());
 }
 
+/// Waiter entries another writer left at the head of a semaphore's line (no weight
+/// latchkey writes, a lease far ahead) wait for nothing: the release that reaches
+/// them drops them and serves the waiter behind them, instead of a line blocked
+/// until their lease ends.
+#[tokio::test]
+async fn a_waiter_latchkey_did_not_write_is_dropped_from_the_line() {
+    let (server, client) = common::start().await;
+    let pool = client.semaphore("odd-line", 2).unwrap();
+    let held = pool.acquire(2).await.unwrap();
+    let mut admin = common::connect(&server.url()).await;
+    let (queue, leases) = ("{odd-line}:lk:sem:lk:queue", "{odd-line}:lk:sem:lk:leases");
+    let waiter = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.acquire(1).await }
+    });
+    let queued = Instant::now();
+    while admin.zcard::<_, usize>(queue).await.unwrap() == 0 {
+        assert!(queued.elapsed() < Duration::from_secs(5), "never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Ahead of the waiter (it arrived after 1 µs), alive for centuries.
+    for member in [
+        "f30000/0*x",
+        "f30000/-5*x",
+        "P30000/99999999999999999999*x",
+        "f30000/junk",
+    ] {
+        let _: () = admin.zadd(queue, member, 1).await.unwrap();
+        let _: () = admin.zadd(leases, member, 9e13).await.unwrap();
+    }
+    assert!(held.release().await.unwrap());
+    let served = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+    let permit = served
+        .expect("the line stayed blocked behind entries nobody will take")
+        .unwrap()
+        .unwrap();
+    let left: Vec<String> = admin.zrange(queue, 0, -1).await.unwrap();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(pool.available().await.unwrap(), 1);
+    assert!(permit.release().await.unwrap());
+}
+
 /// Issue "A newcomer's second hour", item 5: the permit count is stored with the
 /// semaphore while it is in use. A caller that says 2 where the holders said 1 is
 /// refused, instead of becoming a second holder of a one-permit semaphore; once
