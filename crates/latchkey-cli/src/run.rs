@@ -13,6 +13,7 @@
 //! [`Reaper`]). A signal that arrives while latchkey still waits for the lock makes
 //! it leave the wait queue and exit 128 + N.
 
+use std::pin::Pin;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
@@ -687,7 +688,7 @@ const KILL_GRACE: Duration = Duration::from_secs(1);
 /// lease is lost or latchkey is told to stop.
 async fn supervise<H: Held>(
     mut child: Child,
-    pid: Option<Pid>,
+    group: Option<Pid>,
     held: &H,
     name: &str,
     hold: &HoldArgs,
@@ -695,105 +696,155 @@ async fn supervise<H: Held>(
 ) -> Result<u8, Failure> {
     let lost = held.lost();
     tokio::pin!(lost);
-    let mut lease_lost = false;
-    // A stopping signal latchkey received, passed on to the group.
-    let mut told_to_stop = None;
-    let kill_timer = tokio::time::sleep(Duration::MAX / 4);
-    tokio::pin!(kill_timer);
-    let mut killed = false;
+    let mut run = Supervision {
+        group,
+        held,
+        name,
+        hold,
+        lease_lost: false,
+        told_to_stop: None,
+        kill_timer: Box::pin(tokio::time::sleep(Duration::MAX / 4)),
+        killed: false,
+    };
     loop {
         tokio::select! {
-            status = child.wait() => {
-                let status = status.map_err(|e| Failure::software(format!("lost track of the command: {e}")))?;
-                // A stop signal that came as the command ended counts too.
-                if let Some(signal) = signals.pending_stop(pid) {
-                    if let Some(at) = kill_at(&mut told_to_stop, signal, lease_lost, hold.kill_after) {
-                        kill_timer.as_mut().reset(at);
-                    }
-                }
-                let deadline = kill_timer.deadline();
-                if lease_lost {
-                    // The rest of the group gets what is left of --kill-after, then SIGKILL.
-                    stop_group(pid, deadline, signals).await;
-                    let why = stop_reason(held, name, hold);
-                    return Err(Failure::with_status(exit::SOFTWARE, format!("{why}; the command was stopped")));
-                }
-                if let Some(signal) = told_to_stop {
-                    // Processes it left behind may ignore that signal (a shell's `&`
-                    // jobs ignore INT and QUIT): they get SIGTERM, then SIGKILL.
-                    if signal != Signal::SIGTERM {
-                        stop(pid, Signal::SIGTERM);
-                    }
-                    stop_group(pid, deadline, signals).await;
-                }
-                return Ok(exit_code(status));
-            }
-            signal = signals.next() => {
-                if SUSPENDING.contains(&signal) {
-                    suspend(pid);
-                    if !lease_lost && held.is_lost() {
-                        // Stopped since before its lease ended: it must not run again.
-                        forward(pid, Signal::SIGKILL);
-                        (lease_lost, killed) = (true, true);
-                        kill_timer.as_mut().reset(tokio::time::Instant::now());
-                        crate::output::errln!("latchkey: {signal} suspended the command past the lease on {}; it was killed (SIGKILL) before it could run on", held.lost_name(name));
-                        continue;
-                    }
-                    forward(pid, Signal::SIGCONT);
-                    continue;
-                }
-                if !pass_on(pid, signal) {
-                    continue;
-                }
-                if let Some(at) = kill_at(&mut told_to_stop, signal, lease_lost, hold.kill_after) {
-                    kill_timer.as_mut().reset(at);
-                }
-            }
-            () = &mut lost, if !lease_lost => {
-                let why = stop_reason(held, name, hold);
-                lease_lost = true;
-                stop(pid, Signal::SIGTERM);
-                if told_to_stop.is_none() {
-                    kill_timer.as_mut().reset(after(hold.kill_after));
-                }
-                let left = kill_timer.deadline().saturating_duration_since(tokio::time::Instant::now());
-                crate::output::errln!("latchkey: {why}; sending SIGTERM (SIGKILL in {})", crate::output::human(left));
-            }
-            () = &mut kill_timer, if (lease_lost || told_to_stop.is_some()) && !killed => {
-                forward(pid, Signal::SIGKILL);
-                killed = true;
-            }
+            status = child.wait() => return run.ended(status, signals).await,
+            signal = signals.next() => run.signalled(signal),
+            () = &mut lost, if !run.lease_lost => run.lease_ended(),
+            () = &mut run.kill_timer, if run.kill_pending() => run.kill(),
         }
     }
 }
 
-/// Why the command is being stopped: its lease was lost, or `--max-hold` ran out.
-fn stop_reason<H: Held>(held: &H, name: &str, hold: &HoldArgs) -> String {
-    match (held.hold_limit_reached(), hold.max_hold) {
-        (true, Some(limit)) => {
-            format!(
-                "{name:?} was held for --max-hold {}",
-                crate::output::human(limit)
-            )
-        }
-        _ => format!("the lease on {} was lost", held.lost_name(name)),
-    }
-}
-
-/// When the group gets SIGKILL, now that `signal` told latchkey to stop (recorded in
-/// `told_to_stop`): `--kill-after` after the first, at once after a second; `None`
-/// keeps the timer a lost lease set.
-fn kill_at(
-    told_to_stop: &mut Option<Signal>,
-    signal: Signal,
+/// A command under supervision: what happened to its hold and to latchkey so far,
+/// and when its group gets SIGKILL.
+struct Supervision<'a, H: Held> {
+    group: Option<Pid>,
+    held: &'a H,
+    name: &'a str,
+    hold: &'a HoldArgs,
     lease_lost: bool,
-    kill_after: Duration,
-) -> Option<tokio::time::Instant> {
-    match told_to_stop.replace(signal) {
-        // Told twice: no more waiting.
-        Some(_) => Some(tokio::time::Instant::now()),
-        None if lease_lost => None,
-        None => Some(after(kill_after)),
+    /// A stopping signal latchkey received, passed on to the group.
+    told_to_stop: Option<Signal>,
+    kill_timer: Pin<Box<tokio::time::Sleep>>,
+    killed: bool,
+}
+
+impl<H: Held> Supervision<'_, H> {
+    /// The command ended with `status`: what is left of its group is stopped if the
+    /// lease was lost or latchkey was told to stop, and latchkey exits accordingly.
+    async fn ended(
+        &mut self,
+        status: std::io::Result<ExitStatus>,
+        signals: &mut Signals,
+    ) -> Result<u8, Failure> {
+        let status =
+            status.map_err(|e| Failure::software(format!("lost track of the command: {e}")))?;
+        // A stop signal that came as the command ended counts too.
+        if let Some(signal) = signals.pending_stop(self.group) {
+            self.told(signal);
+        }
+        let deadline = self.kill_timer.deadline();
+        if self.lease_lost {
+            // The rest of the group gets what is left of --kill-after, then SIGKILL.
+            stop_group(self.group, deadline, signals).await;
+            let why = self.stop_reason();
+            return Err(Failure::with_status(
+                exit::SOFTWARE,
+                format!("{why}; the command was stopped"),
+            ));
+        }
+        if let Some(signal) = self.told_to_stop {
+            // Processes it left behind may ignore that signal (a shell's `&` jobs
+            // ignore INT and QUIT): they get SIGTERM, then SIGKILL.
+            if signal != Signal::SIGTERM {
+                stop(self.group, Signal::SIGTERM);
+            }
+            stop_group(self.group, deadline, signals).await;
+        }
+        Ok(exit_code(status))
+    }
+
+    /// latchkey got `signal`: Ctrl-Z suspends the command with it, a stopping
+    /// signal stops the command, any other is passed on.
+    fn signalled(&mut self, signal: Signal) {
+        if SUSPENDING.contains(&signal) {
+            self.suspended(signal);
+            return;
+        }
+        if pass_on(self.group, signal) {
+            self.told(signal);
+        }
+    }
+
+    /// Suspends the command and latchkey; once continued, the command goes on only
+    /// if the lease did not end meanwhile.
+    fn suspended(&mut self, signal: Signal) {
+        suspend(self.group);
+        if self.lease_lost || !self.held.is_lost() {
+            forward(self.group, Signal::SIGCONT);
+            return;
+        }
+        // Stopped since before its lease ended: it must not run again.
+        forward(self.group, Signal::SIGKILL);
+        (self.lease_lost, self.killed) = (true, true);
+        self.kill_timer.as_mut().reset(tokio::time::Instant::now());
+        crate::output::errln!(
+            "latchkey: {signal} suspended the command past the lease on {}; it was killed (SIGKILL) before it could run on",
+            self.held.lost_name(self.name)
+        );
+    }
+
+    /// A stopping signal was passed on: SIGKILL follows `--kill-after` after the
+    /// first, at once after a second; a lost lease's timer is kept.
+    fn told(&mut self, signal: Signal) {
+        let at = match self.told_to_stop.replace(signal) {
+            Some(_) => tokio::time::Instant::now(),
+            None if self.lease_lost => return,
+            None => after(self.hold.kill_after),
+        };
+        self.kill_timer.as_mut().reset(at);
+    }
+
+    /// The lease was lost (or `--max-hold` ran out): SIGTERM now, SIGKILL after
+    /// `--kill-after` unless a signal already set an earlier one.
+    fn lease_ended(&mut self) {
+        let why = self.stop_reason();
+        self.lease_lost = true;
+        stop(self.group, Signal::SIGTERM);
+        if self.told_to_stop.is_none() {
+            self.kill_timer.as_mut().reset(after(self.hold.kill_after));
+        }
+        let left = self
+            .kill_timer
+            .deadline()
+            .saturating_duration_since(tokio::time::Instant::now());
+        crate::output::errln!(
+            "latchkey: {why}; sending SIGTERM (SIGKILL in {})",
+            crate::output::human(left)
+        );
+    }
+
+    /// Whether the kill timer is set and has not fired yet.
+    fn kill_pending(&self) -> bool {
+        (self.lease_lost || self.told_to_stop.is_some()) && !self.killed
+    }
+
+    fn kill(&mut self) {
+        forward(self.group, Signal::SIGKILL);
+        self.killed = true;
+    }
+
+    /// Why the command is being stopped: its lease was lost, or `--max-hold` ran out.
+    fn stop_reason(&self) -> String {
+        match (self.held.hold_limit_reached(), self.hold.max_hold) {
+            (true, Some(limit)) => format!(
+                "{:?} was held for --max-hold {}",
+                self.name,
+                crate::output::human(limit)
+            ),
+            _ => format!("the lease on {} was lost", self.held.lost_name(self.name)),
+        }
     }
 }
 
