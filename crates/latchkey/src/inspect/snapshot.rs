@@ -108,26 +108,26 @@ pub(super) async fn reset_rates(
             _ => None,
         })
         .collect();
-    let mut del = redis::cmd("DEL");
-    let mut any = false;
-    for (kind, algorithm) in RATE_COMPANIONS.iter().zip(RATE_ALGORITHMS) {
-        if !found.iter().any(|f| f.algorithm == algorithm) {
-            continue;
-        }
-        // A sliding window is found by either of its keys: the other may be
-        // another application's.
-        let companion = key.companion(kind);
-        let held: String = store
-            .query(redis::cmd("TYPE").arg(&companion))
-            .await
-            .map_err(|error| store.error(error, key.as_str()))?;
-        if held == crate::key::redis_type(&companion) {
-            del.arg(companion);
-            any = true;
-        }
+    let companions: Vec<String> = RATE_COMPANIONS
+        .iter()
+        .zip(RATE_ALGORITHMS)
+        .filter(|(_, algorithm)| found.iter().any(|f| f.algorithm == *algorithm))
+        .map(|(kind, _)| key.companion(kind))
+        .collect();
+    if companions.is_empty() {
+        return Ok(None);
     }
-    if any {
-        let deleted = store.query::<u64>(&del).await;
+    // A sliding window is found by either of its keys: the other may be another
+    // application's, and stays.
+    let named: Vec<&str> = companions.iter().map(String::as_str).collect();
+    let foreign = store.foreign_keys(&named).await;
+    let foreign = foreign.map_err(|error| store.error(error, key.as_str()))?;
+    let ours: Vec<&str> = named
+        .into_iter()
+        .filter(|each| !foreign.contains(each))
+        .collect();
+    if !ours.is_empty() {
+        let deleted = store.query::<u64>(redis::cmd("DEL").arg(&ours)).await;
         deleted.map_err(|error| store.error(error, key.as_str()))?;
     }
     Ok(found.into_iter().next())

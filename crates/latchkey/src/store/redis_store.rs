@@ -731,15 +731,15 @@ impl RedisStore {
     /// error path: an operator told to clear "{pool}:lk:sem" must not be sent to
     /// a key that is fine.
     async fn foreign_key(&self, conn: &mut Connection, call: &ScriptCall<'_>) -> Option<String> {
-        let mut pipe = redis::pipe();
-        for each in call.keys() {
-            pipe.cmd("TYPE").arg(each);
-        }
-        let types: Vec<String> = pipe.query_async(conn).await.unwrap_or_default();
-        let foreign = call.keys().zip(&types).find(|(each, found)| {
-            found.as_str() != "none" && found.as_str() != crate::key::redis_type(each)
-        });
-        foreign.map(|(each, _)| each.to_owned())
+        let keys: Vec<&str> = call.keys().collect();
+        let foreign = foreign_in(conn, &keys).await.ok()?;
+        foreign.first().map(|key| (*key).to_owned())
+    }
+
+    /// Those of `keys` that hold a type latchkey does not keep there (a missing
+    /// key does not), read with one `TYPE` each, in one round trip.
+    pub(crate) async fn foreign_keys<'k>(&self, keys: &[&'k str]) -> RedisResult<Vec<&'k str>> {
+        foreign_in(&mut self.0.conn.clone(), keys).await
     }
 
     /// Sorts a failed reply into latchkey's errors, naming this node and `key`.
@@ -750,6 +750,19 @@ impl RedisStore {
             error => error,
         })
     }
+}
+
+/// [`RedisStore::foreign_keys`], on `conn`.
+async fn foreign_in<'k>(conn: &mut Connection, keys: &[&'k str]) -> RedisResult<Vec<&'k str>> {
+    let mut pipe = redis::pipe();
+    for each in keys {
+        pipe.cmd("TYPE").arg(*each);
+    }
+    let types: Vec<String> = pipe.query_async(conn).await?;
+    let foreign = keys.iter().zip(&types).filter(|(each, found)| {
+        found.as_str() != "none" && found.as_str() != crate::key::redis_type(each)
+    });
+    Ok(foreign.map(|(each, _)| *each).collect())
 }
 
 /// The pauses before sending again a script the cluster did not run: a slot
