@@ -112,10 +112,7 @@ fn every_demo_keeps_its_invariant_and_breaks_it_with_unsafe() {
 #[cfg(feature = "demo")]
 #[test]
 fn the_demo_starts_a_private_server_when_nothing_answers() {
-    let port = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().port()
-    };
+    let port = latchkey_testkit::free_port().unwrap();
     let url = format!("redis://127.0.0.1:{port}");
     let output = latchkey(&["demo", "--redis", &url]);
     let stdout = text(&output.stdout);

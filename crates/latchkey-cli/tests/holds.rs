@@ -435,11 +435,7 @@ fn unavailable_is_69_and_bad_arguments_are_64_before_connecting() {
 /// restart, a failover) takes the lock once Redis is back, within its wait.
 #[test]
 fn a_run_started_while_redis_is_down_waits_for_it_within_wait() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = latchkey_testkit::free_port().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let ran = dir.path().join("ran");
     let latchkey = Command::new(env!("CARGO_BIN_EXE_latchkey"))
@@ -449,20 +445,9 @@ fn a_run_started_while_redis_is_down_waits_for_it_within_wait() {
         .stderr(Stdio::piped())
         .spawn_running();
     std::thread::sleep(Duration::from_millis(800));
-    let mut server = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn_running();
+    let server = RedisServer::builder().start_on(port).unwrap();
     let output = latchkey.wait_with_output().unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     assert!(
         output.status.success(),
         "{}",
@@ -476,11 +461,7 @@ fn a_run_started_while_redis_is_down_waits_for_it_within_wait() {
 /// before it (a Redis back just before the end would be missed).
 #[test]
 fn an_unreachable_redis_is_retried_for_the_whole_wait() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = latchkey_testkit::free_port().unwrap();
     let started = Instant::now();
     let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))
         .env("LATCHKEY_REDIS", format!("redis://127.0.0.1:{port}"))

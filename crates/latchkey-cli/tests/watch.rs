@@ -482,33 +482,18 @@ fn the_exporter_outlasts_idle_clients() {
 /// once Redis is up.
 #[test]
 fn the_exporter_starts_before_redis_and_reads_it_once_up() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = latchkey_testkit::free_port().unwrap();
     let (mut exporter, at) = exporter(&format!("redis://127.0.0.1:{port}"));
     let up = r#"latchkey_state_up{deployment="single"}"#;
     let (status, body) = get(at, "/metrics");
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert_eq!(sample(&body, up), Some(0.0), "{body}");
-    let mut server = std::process::Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn_running();
+    let server = RedisServer::builder().start_on(port).unwrap();
     let (ok, body) = eventually(|| {
         let (_, body) = get(at, "/metrics");
         (sample(&body, up) == Some(1.0), body)
     });
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     exporter.kill().unwrap();
     let _ = exporter.wait();
     assert!(ok, "{body}");

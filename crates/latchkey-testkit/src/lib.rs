@@ -128,6 +128,26 @@ impl ServerBuilder {
 
     /// Starts the server on a free loopback port and waits until it answers.
     pub fn start(self) -> io::Result<RedisServer> {
+        let mut last_error = io::Error::other("no port tried");
+        for _ in 0..PORT_ATTEMPTS {
+            match self.clone().start_on(free_port()?) {
+                Ok(server) => return Ok(server),
+                Err(e) => last_error = e,
+            }
+        }
+        Err(last_error)
+    }
+
+    /// Starts the server on `port` and waits until it answers: a port from
+    /// [`free_port`], for a client started before its server.
+    ///
+    /// ```no_run
+    /// let port = latchkey_testkit::free_port()?;
+    /// // … start a client of redis://127.0.0.1:{port} …
+    /// let server = latchkey_testkit::RedisServer::builder().start_on(port)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn start_on(self, port: u16) -> io::Result<RedisServer> {
         let dir = tempfile::Builder::new()
             .prefix("latchkey-redis-")
             .tempdir()?;
@@ -135,25 +155,17 @@ impl ServerBuilder {
             true => Some(TlsFiles::generate(dir.path())?),
             false => None,
         };
-        let mut last_error = io::Error::other("no port tried");
-        for _ in 0..PORT_ATTEMPTS {
-            let mut server = RedisServer {
-                port: free_port()?,
-                dir: dir.path().to_path_buf(),
-                _dir: None,
-                child: None,
-                options: self.clone(),
-                tls: tls.clone(),
-            };
-            match server.spawn(self.aof) {
-                Ok(()) => {
-                    server._dir = Some(dir);
-                    return Ok(server);
-                }
-                Err(e) => last_error = e,
-            }
-        }
-        Err(last_error)
+        let mut server = RedisServer {
+            port,
+            dir: dir.path().to_path_buf(),
+            _dir: None,
+            child: None,
+            options: self.clone(),
+            tls,
+        };
+        server.spawn(self.aof)?;
+        server._dir = Some(dir);
+        Ok(server)
     }
 }
 
