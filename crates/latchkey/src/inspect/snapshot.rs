@@ -17,7 +17,7 @@ use crate::store::{LockReply, LockStatus, RedisStore};
 const RATE_COMPANIONS: [&str; 5] = ["rate", "cooldown", "log", "tally", "gcra"];
 
 /// The algorithm whose state each of [`RATE_COMPANIONS`] holds, as `status.lua`
-/// names it.
+/// names it (it is told these, and each key's type from `key.rs`).
 const RATE_ALGORITHMS: [&str; 5] = ["fixed", "cooldown", "sliding", "sliding", "gcra"];
 
 /// `status.lua`'s reply: lock, semaphore, read-write lock, `(algorithm, pttl,
@@ -51,6 +51,12 @@ pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primit
     keys.extend([election.as_str(), &record, &latch, election.queue()]);
     let mut call = ScriptCall::new(&scripts::STATUS, &keys);
     call.arg(SemaphoreStatus::HOLDERS_SHOWN);
+    for algorithm in RATE_ALGORITHMS {
+        call.arg(algorithm);
+    }
+    for rate in &rates {
+        call.arg(crate::key::redis_type(rate));
+    }
     let (lock, semaphore, rw_lock, rates, election_reply, latch): StatusReply =
         store.run(&call, key).await?;
     let lock = lock

@@ -12,6 +12,8 @@
 -- KEYS[19]      a latch of the name.
 -- KEYS[20]      the election's wait queue (its candidates in line).
 -- ARGV[1]       the most holders of a semaphore or read-write lock to list.
+-- ARGV[2..6]    the algorithm whose state each of KEYS[12..16] holds, and
+-- ARGV[7..11]   the Redis type latchkey keeps there (key.rs's table).
 --
 -- Returns {lock, semaphore, read-write lock, rate limits, election, latch}:
 --   lock         lock_status (look/lock.lua), or false when a key of it holds another
@@ -66,15 +68,12 @@ local used_by = {
 }
 
 local rates = {}
-local algorithms = {'fixed', 'cooldown', 'sliding', 'sliding', 'gcra'}
--- The Redis type each key holds when latchkey wrote it.
-local types = {'string', 'string', 'zset', 'hash', 'string'}
-for i, algorithm in ipairs(algorithms) do
-  local key = KEYS[11 + i]
+for i = 1, 5 do
+  local key, algorithm, kept = KEYS[11 + i], ARGV[1 + i], ARGV[6 + i]
   local pttl = redis.call('PTTL', key)
   -- The sliding window's log and tally count once.
   if pttl ~= -2 and rates[#rates - 2] ~= algorithm
-      and redis.call('TYPE', key)['ok'] == types[i] then
+      and redis.call('TYPE', key)['ok'] == kept then
     local ok, used = pcall(used_by[algorithm], key)
     if not ok then
       used = -1
