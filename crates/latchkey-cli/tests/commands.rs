@@ -494,13 +494,15 @@ fn bench_writes_its_json_and_chart() {
 }
 
 /// Commands latchkey's Rust code (and redis-rs under it) sends itself, beside the
-/// ones its Lua scripts call: connecting (`HELLO`, `SELECT`, `PING`), loading and
+/// ones its Lua scripts call: connecting (`HELLO`, `SELECT`, `PING`, and `INFO`,
+/// which tells a cluster node given as one server), loading and
 /// running scripts, listening for wake-ups, `list`, `--wait-replicas`, Cluster slot
 /// maps, and optimistic transactions.
-const SENT_BY_THE_CLIENT: [&str; 19] = [
+const SENT_BY_THE_CLIENT: [&str; 20] = [
     "hello",
     "select",
     "ping",
+    "info",
     "evalsha",
     "script|load",
     "subscribe",
@@ -655,6 +657,43 @@ fn every_command_works_for_a_user_made_by_the_readme_acl_line() {
         "latch", "loaded", "--count", "1", "--arrive", "--wait", "5s",
     ]);
     as_user(&["latch", "loaded", "--count", "1"]);
+    wait_for_exit(holder);
+    // Nothing was refused on the way, even where latchkey goes on without it (a
+    // wake-up its release could not publish, a probe it does without).
+    let mut admin = server.connection().unwrap();
+    let refused: Vec<redis::Value> = redis::cmd("ACL").arg("LOG").query(&mut admin).unwrap();
+    assert!(refused.is_empty(), "the ACL refused: {refused:?}");
+    // A user that lacks a command `list` reads with is told so (69), not shown an
+    // empty list while a lock is held.
+    let holder = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", &url)
+        .env("LATCHKEY_PREFIX", "myapp:")
+        .args(["run", "job", "--", "sleep", "2"])
+        .spawn_running();
+    wait_until_held(&server, "myapp:job");
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", user.as_str(), "-zcard"])
+        .query(&mut admin)
+        .unwrap();
+    for listing in [&["list"][..], &["list", "--json"]] {
+        let listed = latchkey(&server)
+            .env("LATCHKEY_REDIS", &url)
+            .env("LATCHKEY_PREFIX", "myapp:")
+            .args(listing)
+            .output()
+            .unwrap();
+        assert_eq!(
+            listed.status.code(),
+            Some(69),
+            "{listing:?}: {}",
+            stderr(&listed)
+        );
+        assert!(
+            stderr(&listed).contains("denied a command by ACL"),
+            "{}",
+            stderr(&listed)
+        );
+    }
     wait_for_exit(holder);
 }
 

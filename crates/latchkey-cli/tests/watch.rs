@@ -477,6 +477,40 @@ fn the_exporter_outlasts_idle_clients() {
     let _ = exporter.wait();
 }
 
+/// An ACL user that lost a command the survey reads with makes the scrape fail
+/// (`latchkey_state_up 0`, the reason on stderr) instead of report nothing held.
+#[test]
+fn the_exporter_is_down_not_empty_when_the_acl_refuses_a_read() {
+    let server = RedisServer::builder()
+        .user("app", "pw", "~* &* +@all")
+        .start()
+        .unwrap();
+    acquire(&server, "held");
+    let (mut exporter, at) = exporter(&server.url_as("app", "pw"));
+    let (up, held) = (
+        r#"latchkey_state_up{deployment="single"}"#,
+        r#"latchkey_state_locks_held{deployment="single"}"#,
+    );
+    let (ok, body) = eventually(|| {
+        let (_, body) = get(at, "/metrics");
+        (sample(&body, held) == Some(1.0), body)
+    });
+    assert!(ok, "{body}");
+    let mut admin = server.connection().unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "app", "-zcard"])
+        .query(&mut admin)
+        .unwrap();
+    let (ok, body) = eventually(|| {
+        let (_, body) = get(at, "/metrics");
+        (sample(&body, up) == Some(0.0), body)
+    });
+    exporter.kill().unwrap();
+    let _ = exporter.wait();
+    assert!(ok, "{body}");
+    assert_eq!(sample(&body, held), None, "{body}");
+}
+
 /// Started while Redis is down, the exporter serves `latchkey_state_up 0` (as
 /// redis_exporter does) instead of refusing to start, and reads the deployment
 /// once Redis is up.

@@ -7,8 +7,8 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 /// What an ACL user needs, as `ACL SETUSER` rules, where `P` stands for the key
 /// prefix (with no prefix, `~* &*`). The scripts run their commands as the user, so
 /// every command a script calls is listed, with those the client sends itself
-/// (connecting, scripts, wake-ups, `list`, `--wait-replicas`, Redis Cluster,
-/// optimistic transactions). The README's ACL line is this one for the prefix
+/// (connecting, and `INFO` to tell a cluster node given as one server, scripts,
+/// wake-ups, `list`, `--wait-replicas`, Redis Cluster, optimistic transactions). The README's ACL line is this one for the prefix
 /// `myapp:`; a test checks it covers every command the scripts call, and runs every
 /// CLI command through a user made from it.
 ///
@@ -17,7 +17,7 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 /// assert!(rules.contains("~myapp:*") && rules.contains("+evalsha"));
 /// ```
 pub const ACL_RULES: &str = "resetkeys ~P* ~{P* resetchannels &P* &{P* -@all +ping +select \
-     +hello +get +scan +evalsha +script|load +subscribe +unsubscribe +ssubscribe +sunsubscribe \
+     +hello +info +get +scan +evalsha +script|load +subscribe +unsubscribe +ssubscribe +sunsubscribe \
      +publish +spublish +time +type +del +exists +set +pexpire +pttl +zadd +zcard +zrange \
      +zrangebyscore +zrem +zremrangebyscore +zscore +hget +hset +hincrby +lpush +ltrim +lpos \
      +watch +unwatch +multi +exec +client|id +wait +cluster|slots";
@@ -453,6 +453,15 @@ impl Error {
         }
     }
 
+    /// An ACL refusal of a command (not of a key): every name fails alike, so a
+    /// walk over names must stop at it rather than pass the name over.
+    pub(crate) fn denies_a_command(&self) -> bool {
+        // Inside a script, Redis 7 names no command: "The user executing the script
+        // can't run this command or subcommand".
+        matches!(self, Error::AclDenied { detail, .. }
+            if denied_command(detail).is_some() || detail.contains("can't run this command"))
+    }
+
     /// True when the same call may succeed if tried again later: busy, unreachable,
     /// a server that is still loading its data, failing over or not yet ready, or a
     /// cluster slot that moved more often than one call follows.
@@ -697,12 +706,18 @@ pub(crate) fn humanize(d: Duration) -> String {
 /// The rule to add for the command an ACL refusal names (`… to run the 'zadd'
 /// command`), as advice in front of the whole set: `: add +zadd`.
 fn missing_rule(detail: &str) -> String {
+    match denied_command(detail) {
+        Some(command) => format!(": add +{command}"),
+        None => String::new(),
+    }
+}
+
+/// The command an ACL refusal names, lower case; `None` for a refused key or
+/// channel, which the server's message names no command for.
+fn denied_command(detail: &str) -> Option<String> {
     let named = detail
         .split_once("to run the '")
         .and_then(|(_, rest)| rest.split_once('\''))
         .map(|(command, _)| command.to_ascii_lowercase());
-    match named {
-        Some(command) if !command.is_empty() => format!(": add +{command}"),
-        _ => String::new(),
-    }
+    named.filter(|command| !command.is_empty())
 }

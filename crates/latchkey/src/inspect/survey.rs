@@ -503,8 +503,9 @@ impl<S: Surveyed> Survey<S> {
         };
         let found = match read {
             Ok(found) => found,
-            // Trouble with the connection or the server: the refresh stops here.
-            Err(error) if error.is_transient() => return Err(error),
+            // Trouble with the connection, the server or the ACL user's commands
+            // (every name would fail alike): the refresh stops here.
+            Err(error) if error.is_transient() || error.denies_a_command() => return Err(error),
             // Trouble with this name (another type, a key the ACL hides): it is
             // passed over, not retried on every refresh.
             Err(error) => {

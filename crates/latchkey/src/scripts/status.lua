@@ -35,9 +35,27 @@
 local now_us, now = server_time()
 local limit = tonumber(ARGV[1])
 
+-- Raises again an error a read met, unless it was another application's data: a
+-- key of another type (WRONGTYPE), or content the read could not use (an error of
+-- the script's own Lua: "user_script:12: attempt to …"). Anything else Redis
+-- refused ("ERR The user executing the script can't run this command": an ACL
+-- user without a command) would refuse every name alike: it must fail the look,
+-- not pass for "nothing here". (Redis 7.0 gives errors as strings; later ones as
+-- tables.)
+local function raise_unless_foreign(err)
+  local message = type(err) == 'table' and tostring(err.err) or tostring(err)
+  local code = string.match(message, '^(%u+) ')
+  if code and code ~= 'WRONGTYPE' then
+    error(err, 0)
+  end
+end
+
 -- The primitive `read` returns, or false if one of its keys holds another type.
 local function unless_foreign(read, ...)
   local ok, found = pcall(read, ...)
+  if not ok then
+    raise_unless_foreign(found)
+  end
   return ok and found
 end
 
@@ -76,6 +94,7 @@ for i = 1, 5 do
       and redis.call('TYPE', key)['ok'] == kept then
     local ok, used = pcall(used_by[algorithm], key)
     if not ok then
+      raise_unless_foreign(used)
       used = -1
     end
     if used then
