@@ -191,7 +191,8 @@ fn latchkey_fence_strictly_increases_over_successive_runs() {
 }
 
 /// A name whose key holds another application's data is not "free": `run` would
-/// refuse it, and `status` says why, as `run` does (exit 65).
+/// refuse it, and `status` says why, as `run` does (exit 65); so for a companion
+/// key's data, as `throttle`, `latch` and `sem run` would refuse it.
 #[test]
 fn status_of_a_key_latchkey_did_not_write_says_so() {
     let server = RedisServer::start().unwrap();
@@ -203,6 +204,29 @@ fn status_of_a_key_latchkey_did_not_write_says_so() {
         "{}",
         stderr(&status)
     );
+    // The same for the keys beside it where a rate limit, a latch or a
+    // semaphore keeps its state: the one that is not latchkey's is named.
+    let mut admin = server.connection().unwrap();
+    let foreign: [(&str, &[&str]); 4] = [
+        ("rl", &["SET", "{rl}:lk:rate", "text"]),
+        ("neg", &["SET", "{neg}:lk:gcra", "-5"]),
+        ("lt", &["SET", "{lt}:lk:latch", "garbage"]),
+        ("sm", &["LPUSH", "{sm}:lk:sem:lk:permits", "x"]),
+    ];
+    for (name, write) in foreign {
+        let _: () = redis::cmd(write[0])
+            .arg(&write[1..])
+            .query(&mut admin)
+            .unwrap();
+        let status = output(&server, &["status", name]);
+        assert_eq!(
+            status.status.code(),
+            Some(65),
+            "{name}: {}",
+            stdout(&status)
+        );
+        assert!(stderr(&status).contains(write[1]), "{}", stderr(&status));
+    }
     let free = output(&server, &["status", "other"]);
     assert_eq!(free.status.code(), Some(1), "{}", stderr(&free));
     assert!(

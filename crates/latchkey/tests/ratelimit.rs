@@ -497,8 +497,9 @@ async fn inspect_shows_what_each_algorithm_has_used() {
 
 /// What another application keeps under a rate limit's key names (a string that is
 /// no time where GCRA keeps its state, a hash where a fixed window keeps its count)
-/// is not a rate limit: `inspect` and `list_all` leave it out, and a reset leaves
-/// it in place while it deletes latchkey's own state beside it.
+/// is not a rate limit: `inspect` and `list_all` leave it out (`inspect` says so
+/// once nothing of latchkey's is left), and a reset leaves it in place while it
+/// deletes latchkey's own state beside it.
 #[tokio::test]
 async fn foreign_data_under_a_rate_limit_key_is_not_a_rate_limit() {
     use latchkey::Kind;
@@ -518,7 +519,12 @@ async fn foreign_data_under_a_rate_limit_key_is_not_a_rate_limit() {
     assert_eq!(kept, 1);
     let cooldown: bool = admin.exists("{t}:lk:cooldown").await.unwrap();
     assert!(!cooldown, "the cooldown was not reset");
-    assert!(client.inspect("t").await.unwrap().is_empty());
+    // Nothing of latchkey's is left, only the other application's data: said so,
+    // naming the key of another type first.
+    match client.inspect("t").await {
+        Err(Error::WrongType { key }) => assert_eq!(key, "{t}:lk:rate"),
+        other => panic!("{other:?}"),
+    }
     assert!(
         client
             .force_release("t", Kind::RateLimit)

@@ -107,13 +107,16 @@ impl Client<RedisStore> {
     /// Everything latchkey keeps under `name` now: a lock (held, waited for, or
     /// with a fencing counter left from an earlier hold), a semaphore, a read-write
     /// lock, rate-limit state, an election whose lock is held, a latch. Read
-    /// atomically, in one round trip. Empty when the
-    /// name has nothing; a key of `name` that holds something other than a lock
-    /// (another application's hash …) is not reported as a lock.
+    /// atomically, in one round trip. Empty when the name has nothing. A key of
+    /// `name` that holds what latchkey does not write there (another application's
+    /// hash, text where a count goes) is not reported as a primitive.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name,
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name;
+    /// [`Error::WrongType`](crate::Error::WrongType), naming the key, when nothing
+    /// of latchkey's is under the name but another application's data is (with
+    /// something of latchkey's beside it, that is reported and the data left out);
     /// and the errors a reply can carry.
     ///
     /// # Cancel safety

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::Primitive;
 use crate::election::{ElectionReply, ElectionStatus, LEADER_RECORD};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::{Kind, LockKey};
 use crate::latch::LatchStatus;
 use crate::ratelimit::RateLimitStatus;
@@ -29,10 +29,13 @@ type StatusReply = (
     Vec<(String, i64, i64)>,
     Option<ElectionReply>,
     Option<(i64, i64)>,
+    Vec<String>,
 );
 
 /// Everything under the plain (lock) key `key`, as primitives; a lock only when
-/// anything of it is there (a holder, waiters, a fencing counter).
+/// anything of it is there (a holder, waiters, a fencing counter). A
+/// [`Error::WrongType`] when nothing of latchkey's is there but another
+/// application's data under one of the name's keys.
 pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primitive>> {
     let siblings = [key.sibling(Kind::Semaphore), key.sibling(Kind::RwLock)];
     let permits = siblings
@@ -57,7 +60,7 @@ pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primit
     for rate in &rates {
         call.arg(crate::key::redis_type(rate));
     }
-    let (lock, semaphore, rw_lock, rates, election_reply, latch): StatusReply =
+    let (lock, semaphore, rw_lock, rates, election_reply, latch, foreign): StatusReply =
         store.run(&call, key).await?;
     let lock = lock
         .map(LockStatus::from_reply)
@@ -90,13 +93,25 @@ pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primit
     let latch = latch
         .and_then(LatchStatus::from_reply)
         .map(Primitive::Latch);
-    Ok(found
+    let found: Vec<Primitive> = found
         .chain(semaphore)
         .chain(rw_lock)
         .chain(rates)
         .chain(election)
         .chain(latch)
-        .collect())
+        .collect();
+    let Some(first) = foreign.first().filter(|_| found.is_empty()) else {
+        return Ok(found);
+    };
+    // Nothing of latchkey's, and another application's data: the key of another
+    // type if one is (TYPE over every key of the name), else the one whose content
+    // is not latchkey's.
+    let typed = store.foreign_keys(&keys).await;
+    let typed = typed.map_err(|error| store.error(error, key.as_str()))?;
+    let key = typed.first().map_or(first.as_str(), |typed| typed);
+    Err(Error::WrongType {
+        key: key.to_owned(),
+    })
 }
 
 /// Deletes every rate limiter's state under `key` that [`read`] found (a key of
@@ -106,8 +121,12 @@ pub(super) async fn reset_rates(
     store: &RedisStore,
     key: &LockKey,
 ) -> Result<Option<RateLimitStatus>> {
-    let found: Vec<RateLimitStatus> = read(store, key)
-        .await?
+    let found = match read(store, key).await {
+        // Nothing of latchkey's under the name, only another application's data.
+        Err(Error::WrongType { .. }) => return Ok(None),
+        found => found?,
+    };
+    let found: Vec<RateLimitStatus> = found
         .into_iter()
         .filter_map(|found| match found {
             Primitive::RateLimit(status) => Some(status),

@@ -30,7 +30,10 @@
 --   election     election_status (look/election.lua), or false when its keys hold
 --                another type;
 --   latch        latch_status (look/latch.lua), or false when its key holds
---                something that is not a count.
+--                something that is not a count;
+--   foreign      the keys of the primitives left out above for another
+--                application's data in them (a primitive's first key: which of
+--                its keys has the other type, TYPE tells).
 
 local now_us, now = server_time()
 local limit = tonumber(ARGV[1])
@@ -50,19 +53,26 @@ local function raise_unless_foreign(err)
   end
 end
 
--- The primitive `read` returns, or false if one of its keys holds another type.
-local function unless_foreign(read, ...)
+local foreign = {}
+
+-- The primitive `read` returns, or false if one of its keys holds another type
+-- (`key`, its first, is then counted foreign).
+local function unless_foreign(key, read, ...)
   local ok, found = pcall(read, ...)
-  if not ok then
-    raise_unless_foreign(found)
+  if ok then
+    return found
   end
-  return ok and found
+  raise_unless_foreign(found)
+  foreign[#foreign + 1] = key
+  return false
 end
 
 local lock = false
 local lock_type = redis.call('TYPE', KEYS[1])['ok']
 if lock_type == 'string' or lock_type == 'none' then
-  lock = unless_foreign(lock_status, KEYS[1], KEYS[2], KEYS[3])
+  lock = unless_foreign(KEYS[1], lock_status, KEYS[1], KEYS[2], KEYS[3])
+else
+  foreign[#foreign + 1] = KEYS[1]
 end
 
 -- What each algorithm's state says is used now (see above), or nil when its key
@@ -90,26 +100,32 @@ for i = 1, 5 do
   local key, algorithm, kept = KEYS[11 + i], ARGV[1 + i], ARGV[6 + i]
   local pttl = redis.call('PTTL', key)
   -- The sliding window's log and tally count once.
-  if pttl ~= -2 and rates[#rates - 2] ~= algorithm
-      and redis.call('TYPE', key)['ok'] == kept then
-    local ok, used = pcall(used_by[algorithm], key)
-    if not ok then
-      raise_unless_foreign(used)
-      used = -1
+  if pttl ~= -2 and rates[#rates - 2] ~= algorithm then
+    local used
+    if redis.call('TYPE', key)['ok'] == kept then
+      local ok
+      ok, used = pcall(used_by[algorithm], key)
+      if not ok then
+        raise_unless_foreign(used)
+        used = -1
+      end
     end
     if used then
       rates[#rates + 1] = algorithm
       rates[#rates + 1] = pttl
       rates[#rates + 1] = used
+    else
+      foreign[#foreign + 1] = key
     end
   end
 end
 
 return {
   lock,
-  unless_foreign(permits_status, KEYS[4], KEYS[5], KEYS[6], KEYS[7], now, limit),
-  unless_foreign(permits_status, KEYS[8], KEYS[9], KEYS[10], KEYS[11], now, limit),
+  unless_foreign(KEYS[4], permits_status, KEYS[4], KEYS[5], KEYS[6], KEYS[7], now, limit),
+  unless_foreign(KEYS[8], permits_status, KEYS[8], KEYS[9], KEYS[10], KEYS[11], now, limit),
   rates,
-  unless_foreign(election_status, KEYS[17], KEYS[18], KEYS[20]),
-  unless_foreign(latch_status, KEYS[19]),
+  unless_foreign(KEYS[17], election_status, KEYS[17], KEYS[18], KEYS[20]),
+  unless_foreign(KEYS[19], latch_status, KEYS[19]),
+  foreign,
 }
