@@ -80,6 +80,8 @@ pub async fn extend(global: &Global, args: ExtendArgs) -> Result<u8, Failure> {
     connect::check_name(global, name)?;
     one_deployment(global)?;
     let token = parse(&args.token)?;
+    // The bounds extend_held checks, checked before connecting as every value is.
+    Lease::fixed(args.ttl).map_err(|error| Failure::usage(format!("--ttl: {error}")))?;
     connect::with_client!(global, client => {
         client.mutex(name)?.extend_held(&token, args.ttl).await.map_err(|error| match error {
             Error::LeaseLost { .. } => lost(name),

@@ -13,16 +13,17 @@ use crate::output::outln;
 pub async fn latch(global: &Global, args: LatchArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
-    let deadline = args
-        .wait
-        .and_then(|wait| std::time::Instant::now().checked_add(wait));
+    let started = std::time::Instant::now();
+    let deadline = args.wait.and_then(|wait| started.checked_add(wait));
     let client = connect::retrying(deadline, || connect::client(global)).await?;
     let latch = client.latch(name, args.count)?;
     if args.arrive {
         print_left(name, latch.count_down().await?.left, args.count);
     }
     if let Some(wait) = args.wait {
-        return match latch.wait_timeout(wait).await? {
+        // One --wait for connecting, arriving and waiting: what is left of it.
+        let left = wait.saturating_sub(started.elapsed());
+        return match latch.wait_timeout(left).await? {
             true => Ok(0),
             false => Err(Failure::with_status(
                 exit::TEMPFAIL,

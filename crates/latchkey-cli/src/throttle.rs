@@ -28,11 +28,17 @@ pub async fn throttle(global: &Global, args: ThrottleArgs) -> Result<u8, Failure
     if !args.peek {
         policy.check_cost(args.cost)?;
     }
-    let client = connect::client(global).await?;
+    // With --wait, a Redis that is down or failing over is waited for within it.
+    let started = std::time::Instant::now();
+    let deadline = args.wait.and_then(|wait| started.checked_add(wait));
+    let client = connect::retrying(deadline, || connect::client(global)).await?;
     let limiter = client.rate_limiter(&args.key, policy)?;
     let decision = match (args.peek, args.wait) {
         (true, _) => limiter.peek().await?,
-        (false, Some(wait)) => limiter.acquire_timeout(args.cost, wait).await?,
+        (false, Some(wait)) => {
+            let left = wait.saturating_sub(started.elapsed());
+            limiter.acquire_timeout(args.cost, left).await?
+        }
         (false, None) => limiter.check(args.cost).await?,
     };
     let status = if decision.allowed { 0 } else { DENIED };

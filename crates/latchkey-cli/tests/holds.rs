@@ -429,6 +429,13 @@ fn unavailable_is_69_and_bad_arguments_are_64_before_connecting() {
         Some(64),
         "--wait-timeout above 500ms"
     );
+    let token = "00c384c8c930d5c728f5c5fc9acc9307:lk";
+    let extension = [
+        &nowhere[..],
+        &["extend", "x", "--token", token, "--ttl", "1ms"],
+    ]
+    .concat();
+    assert_eq!(status_of(&extension), Some(64), "an extension of 1ms");
 }
 
 /// Item 6: `--wait D` covers connecting: a run started while Redis is down (a
@@ -462,18 +469,56 @@ fn a_run_started_while_redis_is_down_waits_for_it_within_wait() {
 #[test]
 fn an_unreachable_redis_is_retried_for_the_whole_wait() {
     let port = latchkey_testkit::free_port().unwrap();
+    let waits: [&[&str]; 3] = [
+        &["run", "job", "--wait", "1500ms", "--", "true"],
+        &[
+            "throttle", "sms", "--limit", "1", "--per", "1s", "--wait", "1500ms",
+        ],
+        &[
+            "latch", "loaded", "--count", "2", "--arrive", "--wait", "1500ms",
+        ],
+    ];
+    for args in waits {
+        let started = Instant::now();
+        let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+            .env("LATCHKEY_REDIS", format!("redis://127.0.0.1:{port}"))
+            .args(args)
+            .output()
+            .unwrap();
+        let waited = started.elapsed();
+        assert_eq!(output.status.code(), Some(69), "{args:?}: {output:?}");
+        assert!(
+            waited >= Duration::from_millis(1500),
+            "{args:?} gave up after {waited:?}"
+        );
+    }
+}
+
+/// `latch --arrive --wait D` waits D in all: an arrival that Redis held up (a
+/// paused server) counts against the wait, which does not start again after it.
+#[test]
+fn a_latch_arrival_held_up_counts_against_the_wait() {
+    let server = RedisServer::start().unwrap();
     let started = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_latchkey"))
-        .env("LATCHKEY_REDIS", format!("redis://127.0.0.1:{port}"))
-        .args(["run", "job", "--wait", "1500ms", "--", "true"])
-        .output()
-        .unwrap();
+    server.pause().unwrap();
+    let barrier = Command::new(env!("CARGO_BIN_EXE_latchkey"))
+        .env("LATCHKEY_REDIS", server.url())
+        .args(["latch", "gate", "--count", "2", "--arrive", "--wait", "2s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn_running();
+    std::thread::sleep(Duration::from_millis(1500));
+    server.resume().unwrap();
+    let output = barrier.wait_with_output().unwrap();
     let waited = started.elapsed();
-    assert_eq!(output.status.code(), Some(69), "{output:?}");
+    assert_eq!(output.status.code(), Some(75), "{output:?}");
     assert!(
-        waited >= Duration::from_millis(1500),
-        "gave up after {waited:?}"
+        waited < Duration::from_millis(3200),
+        "a 2s wait took {waited:?} (the arrival took 1.5s)"
     );
+    let left: String =
+        redis::Commands::get(&mut server.connection().unwrap(), "{gate}:lk:latch").unwrap();
+    assert!(left.starts_with("1:"), "{left}");
 }
 
 #[test]
