@@ -273,8 +273,13 @@ pub(crate) static ELECTION_LEADER: LazyLock<Script> = LazyLock::new(|| {
 });
 
 /// Count a latch down; the last count opens it and tells its waiters.
-pub(crate) static LATCH_COUNT_DOWN: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("latch/count_down.lua")));
+pub(crate) static LATCH_COUNT_DOWN: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("look/latch.lua"),
+        "\n",
+        include_str!("latch/count_down.lua")
+    ))
+});
 
 /// Read a latch without writing.
 pub(crate) static LATCH_LOOK: LazyLock<Script> = LazyLock::new(|| {

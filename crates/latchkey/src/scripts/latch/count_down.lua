@@ -1,6 +1,7 @@
 -- Count a latch down by one; the count that brings it to zero opens it, once, and
 -- tells every waiter. A latch that is open stays open (at zero) until its key
--- expires. Every read and check comes before the first write.
+-- expires. Every read and check comes before the first write. Needs
+-- look/latch.lua.
 --
 -- KEYS[1]  the latch: "<left>:<count>", with a PX expiry.
 -- KEYS[2]  its pub/sub channel, where waiters listen.
@@ -15,15 +16,14 @@ local latch, channel, count, lifetime = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local left = tonumber(count)
 local stored = redis.call('GET', latch)
 if stored then
-  local stored_left, stored_count = string.match(stored, '^(%d+):(%d+)$')
-  -- A latch never has more left than its count.
-  if not stored_left or tonumber(stored_left) > tonumber(stored_count) then
+  local stored_left, stored_count = stored_latch(stored)
+  if not stored_left then
     return redis.error_reply('WRONGTYPE the latch key holds something that is not a count')
   end
-  if stored_count ~= count then
-    return redis.error_reply('LKCOUNT ' .. stored_count)
+  if stored_count ~= left then
+    return redis.error_reply('LKCOUNT ' .. string.format('%d', stored_count))
   end
-  left = tonumber(stored_left)
+  left = stored_left
 end
 local opened = 0
 if left > 0 then
