@@ -162,7 +162,7 @@ pub enum Command {
 /// with '-' (which would otherwise read as an option).
 #[derive(Debug, Args)]
 pub struct LockName {
-    /// The lock's name.
+    /// The name (of the lock, semaphore, read-write lock, election or latch).
     #[arg(
         value_name = "NAME",
         required_unless_present = "name_option",
@@ -170,7 +170,7 @@ pub struct LockName {
     )]
     name: Option<String>,
 
-    /// The lock's name, for one that starts with '-'.
+    /// The name, for one that starts with '-'.
     #[arg(long = "name", value_name = "NAME", allow_hyphen_values = true)]
     name_option: Option<String>,
 }
@@ -186,14 +186,33 @@ impl LockName {
 }
 
 /// What `run --help` adds after the options.
-const RUN_HELP: &str = "\
+const RUN_HELP: &str = concat!(
+    "\
 The command's environment:
   LATCHKEY_FENCE  this hold's fencing token: send it with every write to the
                   protected resource, and have the resource refuse lower ones
   LATCHKEY_LOCK   the lock's name
   LATCHKEY_FENCES with --and: every lock's fencing token, space-separated, in the
                   order the locks are named (NAME first)
+",
+    hold_help!()
+);
 
+/// What `sem run --help` and `rw run --help` add after the options.
+const SHARED_HOLD_HELP: &str = concat!(
+    "\
+The command's environment:
+  LATCHKEY_FENCE  this hold's fencing token: send it with every write to the
+                  protected resource, and have the resource refuse lower ones
+  LATCHKEY_LOCK   the semaphore's or read-write lock's name
+",
+    hold_help!()
+);
+
+/// The part of `run --help` that `sem run` and `rw run` share.
+macro_rules! hold_help {
+    () => {
+        "
 Signals: INT, TERM, HUP, QUIT, USR1, USR2 and ALRM are passed on to the command's
 process group while it runs. INT, TERM and QUIT also stop it: the group gets
 SIGKILL after --kill-after (at once on a second one), and what the command leaves
@@ -218,7 +237,10 @@ Exit status:
        internal error
   75   the lock stayed busy for the whole wait (--wait, --no-wait)
   126  the command is not executable;  127  the command was not found
-  128+N  latchkey received signal N while waiting for the lock";
+  128+N  latchkey received signal N while waiting for the lock"
+    };
+}
+use hold_help;
 
 #[derive(Debug, Args)]
 #[command(after_help = RUN_HELP)]
@@ -243,9 +265,9 @@ pub struct RunArgs {
 /// how long they wait for it.
 #[derive(Debug, Args)]
 pub struct TakeArgs {
-    /// Lease length: renewed every third of it while a command runs (at least
-    /// 100ms); for `acquire`, how long the lock stays held unless extended or
-    /// released (at least 10ms).
+    /// Lease length: renewed every third of it while the command runs (at least
+    /// 100ms). (`acquire`: how long the lock stays held unless extended or
+    /// released, at least 10ms.)
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, allow_hyphen_values = true)]
     pub ttl: Duration,
 
@@ -347,7 +369,7 @@ pub struct LatchArgs {
 #[derive(Debug, Subcommand)]
 pub enum SemCommand {
     /// Run a command while holding permits of a counting semaphore (FIFO).
-    #[command(after_help = RUN_HELP)]
+    #[command(after_help = SHARED_HOLD_HELP)]
     Run(SemRunArgs),
 }
 
@@ -374,7 +396,7 @@ pub struct SemRunArgs {
 #[derive(Debug, Subcommand)]
 pub enum RwCommand {
     /// Run a command while holding a read-write lock, shared (--read) or alone (--write).
-    #[command(after_help = RUN_HELP)]
+    #[command(after_help = SHARED_HOLD_HELP)]
     Run(RwRunArgs),
 }
 

@@ -515,7 +515,12 @@ impl std::fmt::Display for Cause {
         match (self.0.code(), self.0.detail()) {
             (Some(code), Some(detail)) => write!(f, "{code} {detail}"),
             (None, Some(detail)) => f.write_str(detail),
-            _ => self.0.fmt(f),
+            // redis-rs writes an error made of a kind and words as "words - Io".
+            _ => {
+                let text = self.0.to_string();
+                let kind = format!(" - {:?}", self.0.kind());
+                f.write_str(text.strip_suffix(&kind).unwrap_or(&text))
+            }
         }
     }
 }
@@ -720,4 +725,18 @@ fn denied_command(detail: &str) -> Option<String> {
         .and_then(|(_, rest)| rest.split_once('\''))
         .map(|(command, _)| command.to_ascii_lowercase());
     named.filter(|command| !command.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    /// An error latchkey makes of a kind and words reads as the words, without
+    /// redis-rs's " - Io" after them.
+    #[test]
+    fn a_cause_made_of_words_reads_as_the_words() {
+        let error = super::Error::no_reply("127.0.0.1:6379");
+        assert_eq!(
+            error.to_string(),
+            "Redis at 127.0.0.1:6379 is unreachable: no reply before the wait's deadline"
+        );
+    }
 }
