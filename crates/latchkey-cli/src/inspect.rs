@@ -404,6 +404,15 @@ pub async fn list(global: &Global, args: ListArgs) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// What `inspect` found of latchkey's: nothing, where only another application's
+/// data is (a break leaves that alone, and says what it found to break).
+fn ours(found: latchkey::Result<Vec<Primitive>>) -> latchkey::Result<Vec<Primitive>> {
+    match found {
+        Err(latchkey::Error::WrongType { .. }) => Ok(Vec::new()),
+        found => found,
+    }
+}
+
 /// What `release --force` did to one kind of primitive under the name.
 #[derive(Serialize)]
 struct Broken {
@@ -431,7 +440,7 @@ pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> 
             let kinds = match args.kind {
                 Some(kind) => vec![kind.into()],
                 None => {
-                    let found = client.inspect(name).await?;
+                    let found = ours(client.inspect(name).await)?;
                     unheld = unheld_note(name, &found);
                     held_kinds(&found)
                 }
@@ -443,7 +452,7 @@ pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> 
                     continue;
                 }
                 // One reset clears every algorithm's state: each is reported.
-                let before = client.inspect(name).await?;
+                let before = ours(client.inspect(name).await)?;
                 let was = client.force_release(name, kind).await?;
                 let rates = before.into_iter().filter(|p| p.kind() == Kind::RateLimit);
                 let rates: Vec<_> = rates.map(|rate| (kind, Some(rate))).collect();

@@ -226,6 +226,20 @@ fn status_of_a_key_latchkey_did_not_write_says_so() {
             stdout(&status)
         );
         assert!(stderr(&status).contains(write[1]), "{}", stderr(&status));
+        // A break finds nothing of latchkey's to break there, and says so; but a
+        // semaphore's own key that is not latchkey's stops a semaphore's break.
+        for kind in [&[][..], &["--kind", "semaphore"], &["--kind", "rate-limit"]] {
+            let args = [&["release", "--force", name][..], kind].concat();
+            let broken = output(&server, &args);
+            let refused = name == "sm" && kind.contains(&"semaphore");
+            let expected = if refused { 65 } else { 0 };
+            assert_eq!(
+                broken.status.code(),
+                Some(expected),
+                "{args:?}: {}",
+                stderr(&broken)
+            );
+        }
     }
     let free = output(&server, &["status", "other"]);
     assert_eq!(free.status.code(), Some(1), "{}", stderr(&free));

@@ -556,6 +556,7 @@ fn is_acl_denial(err: &RedisError, text: &str) -> bool {
     let text = text.to_lowercase();
     err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm)
         || text.contains("can't run this command")
+        || text.contains("can't access at least one of the keys")
         || text.contains("no permissions to")
 }
 

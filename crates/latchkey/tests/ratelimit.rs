@@ -525,6 +525,11 @@ async fn foreign_data_under_a_rate_limit_key_is_not_a_rate_limit() {
         Err(Error::WrongType { key }) => assert_eq!(key, "{t}:lk:rate"),
         other => panic!("{other:?}"),
     }
+    // A break of any kind finds nothing to break, and leaves the data alone.
+    for kind in [Kind::Lock, Kind::Semaphore, Kind::RwLock, Kind::RateLimit] {
+        let broken = client.force_release("t", kind).await;
+        assert!(broken.unwrap().is_none(), "{kind:?}");
+    }
     assert!(
         client
             .force_release("t", Kind::RateLimit)

@@ -224,7 +224,7 @@ impl Client<RedisStore> {
                 let plain = LockKey::new(self.prefix(), name)?;
                 // The count, line and fence as they were just before; the holders
                 // as the break found them.
-                let before = snapshot::read(self.store(), &plain).await?;
+                let before = snapshot::read_ours(self.store(), &plain).await?;
                 let dropped =
                     PermitStore::force_release(self.store(), &plain.sibling(kind)).await?;
                 let was = before

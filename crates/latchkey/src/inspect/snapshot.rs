@@ -114,6 +114,15 @@ pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primit
     })
 }
 
+/// [`read`], with nothing found where only another application's data is: for a
+/// break, which leaves that alone.
+pub(super) async fn read_ours(store: &RedisStore, key: &LockKey) -> Result<Vec<Primitive>> {
+    match read(store, key).await {
+        Err(Error::WrongType { .. }) => Ok(Vec::new()),
+        found => found,
+    }
+}
+
 /// Deletes every rate limiter's state under `key` that [`read`] found (a key of
 /// another application's under a companion's name is left alone); returns what
 /// there was (the first algorithm's), if any.
@@ -121,12 +130,8 @@ pub(super) async fn reset_rates(
     store: &RedisStore,
     key: &LockKey,
 ) -> Result<Option<RateLimitStatus>> {
-    let found = match read(store, key).await {
-        // Nothing of latchkey's under the name, only another application's data.
-        Err(Error::WrongType { .. }) => return Ok(None),
-        found => found?,
-    };
-    let found: Vec<RateLimitStatus> = found
+    let found: Vec<RateLimitStatus> = read_ours(store, key)
+        .await?
         .into_iter()
         .filter_map(|found| match found {
             Primitive::RateLimit(status) => Some(status),

@@ -41,14 +41,14 @@ local limit = tonumber(ARGV[1])
 -- Raises again an error a read met, unless it was another application's data: a
 -- key of another type (WRONGTYPE), or content the read could not use (an error of
 -- the script's own Lua: "user_script:12: attempt to …"). Anything else Redis
--- refused ("ERR The user executing the script can't run this command": an ACL
--- user without a command) would refuse every name alike: it must fail the look,
--- not pass for "nothing here". (Redis 7.0 gives errors as strings; later ones as
--- tables.)
+-- refused (an ACL user without a command: "ERR The user executing the script
+-- can't run this command" on Redis 7.0, "@user_script: 216: The user …" on 6.x)
+-- would refuse every name alike: it must fail the look, not pass for "nothing
+-- here". (Redis 7.0 gives errors as strings; later ones as tables.)
 local function raise_unless_foreign(err)
   local message = type(err) == 'table' and tostring(err.err) or tostring(err)
-  local code = string.match(message, '^(%u+) ')
-  if code and code ~= 'WRONGTYPE' then
+  if not string.find(message, 'WRONGTYPE', 1, true)
+      and not string.find(message, '^user_script:%d+:') then
     error(err, 0)
   end
 end
