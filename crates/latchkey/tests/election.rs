@@ -540,6 +540,17 @@ async fn a_garbled_election_or_latch_does_not_fail_the_list() {
         Err(latchkey::Error::WrongType { key }) => assert_eq!(key, "{gate}:lk:latch"),
         other => panic!("{other:?}"),
     }
+    // A leader record of another type where nobody leads: named too.
+    let record = "{free}:lk:elect:lk:leader";
+    let _: () = redis::cmd("HSET")
+        .arg(&[record, "f", "v"])
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    match client.inspect("free").await {
+        Err(latchkey::Error::WrongType { key }) => assert_eq!(key, record),
+        other => panic!("{other:?}"),
+    }
     let found = client.inspect("odd").await.unwrap();
     let [latchkey::inspect::Primitive::Election(odd)] = found.as_slice() else {
         panic!("{found:?}")

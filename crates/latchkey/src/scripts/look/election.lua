@@ -13,6 +13,9 @@ local function election_status(lock, record, queue)
   local waiting = queue and redis.call('ZCARD', queue) or 0
   local holder = redis.call('GET', lock)
   if not holder then
+    -- Nobody leads, but the record of the last term stays: read all the same, so
+    -- that one of another type raises WRONGTYPE here.
+    redis.call('GET', record)
     return {0, -2, '', '', waiting}
   end
   local pttl = redis.call('PTTL', lock)
