@@ -433,35 +433,9 @@ pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> 
         )));
     }
     connect::check_name(global, name)?;
-    // Why nothing was broken, when only what is not a hold is there.
-    let mut unheld = None;
-    let broken = match connect::retrying(None, || connect::connect(global)).await? {
+    let (broken, unheld) = match connect::retrying(None, || connect::connect(global)).await? {
         Connected::Redis(client) => {
-            let kinds = match args.kind {
-                Some(kind) => vec![kind.into()],
-                None => {
-                    let found = ours(client.inspect(name).await)?;
-                    unheld = unheld_note(name, &found);
-                    held_kinds(&found)
-                }
-            };
-            let mut broken = Vec::new();
-            for kind in kinds {
-                if kind != Kind::RateLimit {
-                    broken.push((kind, client.force_release(name, kind).await?));
-                    continue;
-                }
-                // One reset clears every algorithm's state: each is reported.
-                let before = ours(client.inspect(name).await)?;
-                let was = client.force_release(name, kind).await?;
-                let rates = before.into_iter().filter(|p| p.kind() == Kind::RateLimit);
-                let rates: Vec<_> = rates.map(|rate| (kind, Some(rate))).collect();
-                match was.is_some() && !rates.is_empty() {
-                    true => broken.extend(rates),
-                    false => broken.push((kind, was)),
-                }
-            }
-            broken
+            break_in_redis(&client, name, args.kind.map(Kind::from)).await?
         }
         Connected::Quorum(client) => {
             if args.kind.is_some_and(|kind| Kind::from(kind) != Kind::Lock) {
@@ -471,7 +445,7 @@ pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> 
                 ));
             }
             let was = client.mutex(name)?.force_release().await?;
-            vec![(Kind::Lock, was.map(Primitive::Lock))]
+            (vec![(Kind::Lock, was.map(Primitive::Lock))], None)
         }
     };
     for (kind, was) in broken {
@@ -488,6 +462,41 @@ pub async fn release(global: &Global, args: ReleaseArgs) -> Result<u8, Failure> 
         }
     }
     Ok(0)
+}
+
+/// Breaks `kind` under `name` (every kind held there, without one): what each
+/// break found, and why nothing was broken when only what is not a hold is there.
+async fn break_in_redis(
+    client: &latchkey::Client,
+    name: &str,
+    kind: Option<Kind>,
+) -> Result<(Vec<(Kind, Option<Primitive>)>, Option<String>), Failure> {
+    let mut unheld = None;
+    let kinds = match kind {
+        Some(kind) => vec![kind],
+        None => {
+            let found = ours(client.inspect(name).await)?;
+            unheld = unheld_note(name, &found);
+            held_kinds(&found)
+        }
+    };
+    let mut broken = Vec::new();
+    for kind in kinds {
+        if kind != Kind::RateLimit {
+            broken.push((kind, client.force_release(name, kind).await?));
+            continue;
+        }
+        // One reset clears every algorithm's state: each is reported.
+        let before = ours(client.inspect(name).await)?;
+        let was = client.force_release(name, kind).await?;
+        let rates = before.into_iter().filter(|p| p.kind() == Kind::RateLimit);
+        let rates: Vec<_> = rates.map(|rate| (kind, Some(rate))).collect();
+        match was.is_some() && !rates.is_empty() {
+            true => broken.extend(rates),
+            false => broken.push((kind, was)),
+        }
+    }
+    Ok((broken, unheld))
 }
 
 /// What to say instead of "lock NAME was not held" when the name keeps state that

@@ -21,7 +21,8 @@ const RATE_COMPANIONS: [&str; 5] = ["rate", "cooldown", "log", "tally", "gcra"];
 const RATE_ALGORITHMS: [&str; 5] = ["fixed", "cooldown", "sliding", "sliding", "gcra"];
 
 /// `status.lua`'s reply: lock, semaphore, read-write lock, `(algorithm, pttl,
-/// used)` for each rate limiter's state, election, latch.
+/// used)` for each rate limiter's state, election, latch, and the keys it left
+/// out for another application's data in them.
 type StatusReply = (
     Option<LockReply>,
     Option<PermitsReply>,
@@ -32,36 +33,54 @@ type StatusReply = (
     Vec<String>,
 );
 
+/// Where `status.lua` finds a rate limiter's keys among the name's (its KEYS[12..16]).
+const RATE_KEYS: std::ops::Range<usize> = 11..16;
+
 /// Everything under the plain (lock) key `key`, as primitives; a lock only when
 /// anything of it is there (a holder, waiters, a fencing counter). A
 /// [`Error::WrongType`] when nothing of latchkey's is there but another
 /// application's data under one of the name's keys.
 pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primitive>> {
-    let siblings = [key.sibling(Kind::Semaphore), key.sibling(Kind::RwLock)];
-    let permits = siblings
-        .each_ref()
-        .map(|holders| holders.companion(PERMITS));
-    let rates = RATE_COMPANIONS.map(|kind| key.companion(kind));
-    // The recipes' keys, as `Client::election` and `Client::latch` name them.
-    let election = key.companion_key(Kind::Election.companion());
-    let record = election.companion(LEADER_RECORD);
-    let latch = key.companion(Kind::Latch.companion());
-    let mut keys = vec![key.as_str(), key.fence(), key.queue()];
-    for (holders, permits) in siblings.iter().zip(&permits) {
-        keys.extend([holders.as_str(), holders.fence(), holders.queue(), permits]);
-    }
-    keys.extend(rates.iter().map(String::as_str));
-    keys.extend([election.as_str(), &record, &latch, election.queue()]);
+    let keys = name_keys(key);
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let mut call = ScriptCall::new(&scripts::STATUS, &keys);
     call.arg(SemaphoreStatus::HOLDERS_SHOWN);
     for algorithm in RATE_ALGORITHMS {
         call.arg(algorithm);
     }
-    for rate in &rates {
+    for rate in &keys[RATE_KEYS] {
         call.arg(crate::key::redis_type(rate));
     }
-    let (lock, semaphore, rw_lock, rates, election_reply, latch, foreign): StatusReply =
-        store.run(&call, key).await?;
+    let (found, foreign) = primitives(key, store.run(&call, key).await?);
+    match foreign.first() {
+        Some(first) if found.is_empty() => Err(foreign_data(store, key, &keys, first).await),
+        _ => Ok(found),
+    }
+}
+
+/// Every key of the name of `key` that `status.lua` reads, in its KEYS order.
+fn name_keys(key: &LockKey) -> Vec<String> {
+    let mut keys = Vec::from([key.as_str(), key.fence(), key.queue()].map(str::to_owned));
+    for kind in [Kind::Semaphore, Kind::RwLock] {
+        let holders = key.sibling(kind);
+        let permits = holders.companion(PERMITS);
+        keys.extend(
+            [holders.as_str(), holders.fence(), holders.queue(), &permits].map(str::to_owned),
+        );
+    }
+    keys.extend(RATE_COMPANIONS.map(|kind| key.companion(kind)));
+    // The recipes' keys, as `Client::election` and `Client::latch` name them.
+    let election = key.companion_key(Kind::Election.companion());
+    let record = election.companion(LEADER_RECORD);
+    let latch = key.companion(Kind::Latch.companion());
+    keys.extend([election.as_str(), &record, &latch, election.queue()].map(str::to_owned));
+    keys
+}
+
+/// What `status.lua` found, as primitives (those in use, a lock only when anything
+/// of it is there), and the keys it left out for another application's data.
+fn primitives(key: &LockKey, reply: StatusReply) -> (Vec<Primitive>, Vec<String>) {
+    let (lock, semaphore, rw_lock, rates, election, latch, foreign) = reply;
     let lock = lock
         .map(LockStatus::from_reply)
         .filter(|status| status.is_held() || status.fence.is_some() || status.waiters > 0);
@@ -80,9 +99,10 @@ pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primit
     });
     // A record whose term is no number (written by something else) hides the
     // leader, not the name: `list` goes on.
-    let election = election_reply
+    let name = key.companion_key(Kind::Election.companion());
+    let election = election
         .map(|reply| {
-            ElectionStatus::from_reply(reply.clone(), election.name()).unwrap_or(ElectionStatus {
+            ElectionStatus::from_reply(reply.clone(), name.name()).unwrap_or(ElectionStatus {
                 held: reply.0 != 0,
                 waiters: reply.4,
                 ..ElectionStatus::default()
@@ -93,25 +113,28 @@ pub(super) async fn read(store: &RedisStore, key: &LockKey) -> Result<Vec<Primit
     let latch = latch
         .and_then(LatchStatus::from_reply)
         .map(Primitive::Latch);
-    let found: Vec<Primitive> = found
+    let found = found
         .chain(semaphore)
         .chain(rw_lock)
         .chain(rates)
         .chain(election)
         .chain(latch)
         .collect();
-    let Some(first) = foreign.first().filter(|_| found.is_empty()) else {
-        return Ok(found);
+    (found, foreign)
+}
+
+/// The error for a name where nothing is latchkey's but another application's
+/// data is: it names the key of another type if one is (`TYPE` over every key of
+/// the name), else `first`, the one `status.lua` found whose content is not
+/// latchkey's.
+async fn foreign_data(store: &RedisStore, key: &LockKey, keys: &[&str], first: &str) -> Error {
+    let typed = match store.foreign_keys(keys).await {
+        Ok(typed) => typed,
+        Err(error) => return store.error(error, key.as_str()),
     };
-    // Nothing of latchkey's, and another application's data: the key of another
-    // type if one is (TYPE over every key of the name), else the one whose content
-    // is not latchkey's.
-    let typed = store.foreign_keys(&keys).await;
-    let typed = typed.map_err(|error| store.error(error, key.as_str()))?;
-    let key = typed.first().map_or(first.as_str(), |typed| typed);
-    Err(Error::WrongType {
-        key: key.to_owned(),
-    })
+    Error::WrongType {
+        key: typed.first().copied().unwrap_or(first).to_owned(),
+    }
 }
 
 /// [`read`], with nothing found where only another application's data is: for a
