@@ -55,22 +55,22 @@ end
 
 local foreign = {}
 
--- The primitive `read` returns, or false if one of its keys holds another type
--- (`key`, its first, is then counted foreign).
-local function unless_foreign(key, read, ...)
-  local ok, found = pcall(read, ...)
+-- The primitive `read` returns from its keys (the first of them first), or false
+-- if one of them holds another type: that first key is then counted foreign.
+local function unless_foreign(read, first, ...)
+  local ok, found = pcall(read, first, ...)
   if ok then
     return found
   end
   raise_unless_foreign(found)
-  foreign[#foreign + 1] = key
+  foreign[#foreign + 1] = first
   return false
 end
 
 local lock = false
 local lock_type = redis.call('TYPE', KEYS[1])['ok']
 if lock_type == 'string' or lock_type == 'none' then
-  lock = unless_foreign(KEYS[1], lock_status, KEYS[1], KEYS[2], KEYS[3])
+  lock = unless_foreign(lock_status, KEYS[1], KEYS[2], KEYS[3])
 else
   foreign[#foreign + 1] = KEYS[1]
 end
@@ -122,10 +122,10 @@ end
 
 return {
   lock,
-  unless_foreign(KEYS[4], permits_status, KEYS[4], KEYS[5], KEYS[6], KEYS[7], now, limit),
-  unless_foreign(KEYS[8], permits_status, KEYS[8], KEYS[9], KEYS[10], KEYS[11], now, limit),
+  unless_foreign(permits_status, KEYS[4], KEYS[5], KEYS[6], KEYS[7], now, limit),
+  unless_foreign(permits_status, KEYS[8], KEYS[9], KEYS[10], KEYS[11], now, limit),
   rates,
-  unless_foreign(KEYS[17], election_status, KEYS[17], KEYS[18], KEYS[20]),
-  unless_foreign(KEYS[19], latch_status, KEYS[19]),
+  unless_foreign(election_status, KEYS[17], KEYS[18], KEYS[20]),
+  unless_foreign(latch_status, KEYS[19]),
   foreign,
 }
