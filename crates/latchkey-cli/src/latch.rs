@@ -8,28 +8,29 @@ use crate::cli::{Global, LatchArgs};
 use crate::connect;
 use crate::exit::{self, Failure};
 use crate::output::outln;
+use crate::run::Wait;
 
 /// `latchkey latch NAME --count N [--arrive] [--wait D]`.
 pub async fn latch(global: &Global, args: LatchArgs) -> Result<u8, Failure> {
     let name = args.name.as_str();
     connect::check_name(global, name)?;
-    let started = std::time::Instant::now();
-    let deadline = args.wait.and_then(|wait| started.checked_add(wait));
-    let client = connect::retrying(deadline, || connect::client(global)).await?;
+    // One --wait for connecting, arriving and waiting.
+    let wait = Wait::at_most(args.wait);
+    let client = connect::retrying(wait.deadline(), || connect::client(global)).await?;
     let latch = client.latch(name, args.count)?;
     if args.arrive {
         print_left(name, latch.count_down().await?.left, args.count);
     }
-    if let Some(wait) = args.wait {
-        // One --wait for connecting, arriving and waiting: what is left of it.
-        let left = wait.saturating_sub(started.elapsed());
+    if let Some(given) = args.wait {
+        // What is left of it (all of a wait too long to count).
+        let left = wait.left().unwrap_or(given);
         return match latch.wait_timeout(left).await? {
             true => Ok(0),
             false => Err(Failure::with_status(
                 exit::TEMPFAIL,
                 format!(
                     "{name}: still closed after {}{}",
-                    crate::output::human(wait),
+                    crate::output::human(given),
                     match args.arrive {
                         true => " (this arrival counted: wait again without --arrive)",
                         false => "",

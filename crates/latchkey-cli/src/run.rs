@@ -186,6 +186,25 @@ impl Deadline {
 }
 
 impl Wait {
+    /// A `--wait` of `wait` counted from now; without one (or one too long to
+    /// count), for ever.
+    pub fn at_most(wait: Option<Duration>) -> Self {
+        let since = Instant::now();
+        let until = wait.and_then(|wait| since.checked_add(wait));
+        until.map_or(Wait::Forever, |until| {
+            Wait::Until(Deadline { since, until })
+        })
+    }
+
+    /// What is left of the wait; `None` for ever.
+    pub fn left(self) -> Option<Duration> {
+        match self {
+            Wait::Now => Some(Duration::ZERO),
+            Wait::Until(deadline) => Some(deadline.left()),
+            Wait::Forever => None,
+        }
+    }
+
     /// Until when connecting may be retried: only within a `--wait`.
     pub fn deadline(self) -> Option<Instant> {
         match self {
@@ -226,15 +245,9 @@ impl HoldArgs {
 /// The wait the options ask for, counted from now.
 impl From<&TakeArgs> for Wait {
     fn from(take: &TakeArgs) -> Self {
-        match (take.no_wait, take.wait) {
-            (true, _) => Wait::Now,
-            (false, Some(wait)) => {
-                let since = Instant::now();
-                since.checked_add(wait).map_or(Wait::Forever, |until| {
-                    Wait::Until(Deadline { since, until })
-                })
-            }
-            (false, None) => Wait::Forever,
+        match take.no_wait {
+            true => Wait::Now,
+            false => Wait::at_most(take.wait),
         }
     }
 }

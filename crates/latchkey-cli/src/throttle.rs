@@ -7,6 +7,7 @@ use crate::cli::{Algo, Global, ThrottleArgs};
 use crate::connect;
 use crate::exit::Failure;
 use crate::output;
+use crate::run::Wait;
 
 /// Exit status of a call over the limit.
 const DENIED: u8 = 1;
@@ -29,16 +30,15 @@ pub async fn throttle(global: &Global, args: ThrottleArgs) -> Result<u8, Failure
         policy.check_cost(args.cost)?;
     }
     // With --wait, a Redis that is down or failing over is waited for within it.
-    let started = std::time::Instant::now();
-    let deadline = args.wait.and_then(|wait| started.checked_add(wait));
-    let client = connect::retrying(deadline, || connect::client(global)).await?;
+    let wait = Wait::at_most(args.wait);
+    let client = connect::retrying(wait.deadline(), || connect::client(global)).await?;
     let limiter = client.rate_limiter(&args.key, policy)?;
     let decision = match (args.peek, args.wait) {
         (true, _) => limiter.peek().await?,
-        (false, Some(wait)) => {
-            let left = wait.saturating_sub(started.elapsed());
-            limiter.acquire_timeout(args.cost, left).await?
-        }
+        (false, Some(_)) => match wait.left() {
+            Some(left) => limiter.acquire_timeout(args.cost, left).await?,
+            None => limiter.acquire(args.cost).await?,
+        },
         (false, None) => limiter.check(args.cost).await?,
     };
     let status = if decision.allowed { 0 } else { DENIED };
