@@ -456,10 +456,8 @@ impl Error {
     /// An ACL refusal of a command (not of a key): every name fails alike, so a
     /// walk over names must stop at it rather than pass the name over.
     pub(crate) fn denies_a_command(&self) -> bool {
-        // Inside a script, Redis 7 names no command: "The user executing the script
-        // can't run this command or subcommand".
         matches!(self, Error::AclDenied { detail, .. }
-            if denied_command(detail).is_some() || detail.contains("can't run this command"))
+            if denied_command(detail).is_some() || detail.contains(SCRIPT_COMMAND_REFUSED))
     }
 
     /// True when the same call may succeed if tried again later: busy, unreachable,
@@ -550,12 +548,17 @@ fn is_wrong_type(err: &RedisError, text: &str) -> bool {
     err.code() == Some("WRONGTYPE") || text.contains("WRONGTYPE")
 }
 
+/// How Redis (6 and 7.0) words an ACL refusal of a command inside a script, where
+/// it names no command: "The user executing the script can't run this command or
+/// subcommand".
+const SCRIPT_COMMAND_REFUSED: &str = "can't run this command";
+
 /// A NOPERM reply, or (inside a script, where redis 7 reports it as ERR) the text
 /// of one: a command, key or channel the user may not touch.
 fn is_acl_denial(err: &RedisError, text: &str) -> bool {
     let text = text.to_lowercase();
     err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm)
-        || text.contains("can't run this command")
+        || text.contains(SCRIPT_COMMAND_REFUSED)
         || text.contains("can't access at least one of the keys")
         || text.contains("no permissions to")
 }
