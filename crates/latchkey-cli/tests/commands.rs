@@ -638,11 +638,7 @@ fn every_command_works_for_a_user_made_by_the_readme_acl_line() {
     let url = server.url_as(&user, &password);
     let as_user = |args: &[&str]| latchkey_ok(&url, args);
     // A holder, and a fair waiter queued behind it that the release wakes.
-    let holder = Command::new(env!("CARGO_BIN_EXE_latchkey"))
-        .env("LATCHKEY_REDIS", &url)
-        .env("LATCHKEY_PREFIX", "myapp:")
-        .args(["run", "job", "--", "sleep", "1"])
-        .spawn_running();
+    let holder = common::in_myapp(&url, &["run", "job", "--", "sleep", "1"]).spawn_running();
     wait_until_held(&server, "myapp:job");
     as_user(&["run", "job", "--fair", "--wait", "10s", "--", "true"]);
     as_user(&["run", "{tagged}job", "--", "true"]);
@@ -662,12 +658,7 @@ fn every_command_works_for_a_user_made_by_the_readme_acl_line() {
             limit,
         ]
         .concat();
-        let peeked = latchkey(&server)
-            .env("LATCHKEY_REDIS", &url)
-            .env("LATCHKEY_PREFIX", "myapp:")
-            .args(&peek)
-            .output()
-            .unwrap();
+        let peeked = common::in_myapp(&url, &peek).output().unwrap();
         // Allowed (0) or over the limit (1), never refused by the ACL (69).
         assert!(
             matches!(peeked.status.code(), Some(0 | 1)),
@@ -703,23 +694,14 @@ fn every_command_works_for_a_user_made_by_the_readme_acl_line() {
     assert!(refused.is_empty(), "the ACL refused: {refused:?}");
     // A user that lacks a command `list` reads with is told so (69), not shown an
     // empty list while a lock is held.
-    let holder = Command::new(env!("CARGO_BIN_EXE_latchkey"))
-        .env("LATCHKEY_REDIS", &url)
-        .env("LATCHKEY_PREFIX", "myapp:")
-        .args(["run", "job", "--", "sleep", "2"])
-        .spawn_running();
+    let holder = common::in_myapp(&url, &["run", "job", "--", "sleep", "2"]).spawn_running();
     wait_until_held(&server, "myapp:job");
     let _: () = redis::cmd("ACL")
         .arg(&["SETUSER", user.as_str(), "-zcard"])
         .query(&mut admin)
         .unwrap();
     for listing in [&["list"][..], &["list", "--json"]] {
-        let listed = latchkey(&server)
-            .env("LATCHKEY_REDIS", &url)
-            .env("LATCHKEY_PREFIX", "myapp:")
-            .args(listing)
-            .output()
-            .unwrap();
+        let listed = common::in_myapp(&url, listing).output().unwrap();
         assert_eq!(
             listed.status.code(),
             Some(69),
@@ -790,19 +772,19 @@ fn a_user_missing_a_command_gets_exit_69_naming_the_rules() {
         .user(&user, &password, &format!("{rules} -zadd"))
         .start()
         .unwrap();
-    let holder = Command::new(env!("CARGO_BIN_EXE_latchkey"))
-        .env("LATCHKEY_REDIS", server.url_as(&user, &password))
-        .env("LATCHKEY_PREFIX", "myapp:")
-        .args(["run", "job", "--", "sleep", "1"])
-        .spawn_running();
+    let holder = common::in_myapp(
+        &server.url_as(&user, &password),
+        &["run", "job", "--", "sleep", "1"],
+    )
+    .spawn_running();
     wait_until_held(&server, "myapp:job");
     // Queueing calls ZADD inside the script.
-    let waiter = Command::new(env!("CARGO_BIN_EXE_latchkey"))
-        .env("LATCHKEY_REDIS", server.url_as(&user, &password))
-        .env("LATCHKEY_PREFIX", "myapp:")
-        .args(["run", "job", "--wait", "5s", "--", "true"])
-        .output()
-        .unwrap();
+    let waiter = common::in_myapp(
+        &server.url_as(&user, &password),
+        &["run", "job", "--wait", "5s", "--", "true"],
+    )
+    .output()
+    .unwrap();
     assert_eq!(waiter.status.code(), Some(69), "{}", stderr(&waiter));
     let message = stderr(&waiter);
     assert!(

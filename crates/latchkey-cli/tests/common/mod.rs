@@ -23,12 +23,7 @@ pub fn readme_acl_line() -> (String, String, String) {
 /// `args`, and asserts it answered: exit 0, or 1 (`status` of a name where nothing
 /// is held, `throttle` over the limit); an ACL denial is 69.
 pub fn latchkey_ok(redis: &str, args: &[&str]) -> std::process::Output {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_latchkey"))
-        .env("LATCHKEY_REDIS", redis)
-        .env("LATCHKEY_PREFIX", "myapp:")
-        .args(args)
-        .output()
-        .unwrap();
+    let output = in_myapp(redis, args).output().unwrap();
     assert!(
         matches!(output.status.code(), Some(0 | 1)),
         "{args:?}: {:?} {}",
@@ -36,6 +31,14 @@ pub fn latchkey_ok(redis: &str, args: &[&str]) -> std::process::Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// The built `latchkey` with `LATCHKEY_REDIS=redis`, the prefix `myapp:` (the
+/// README's ACL line's) and `args`.
+pub fn in_myapp(redis: &str, args: &[&str]) -> std::process::Command {
+    let mut command = latchkey(redis, args);
+    command.env("LATCHKEY_PREFIX", "myapp:");
+    command
 }
 
 /// The built `latchkey` with `LATCHKEY_REDIS=redis`, no prefix and `args`.
